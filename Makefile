@@ -1,0 +1,33 @@
+# Sluice — make help lists every target.
+GO        ?= go
+BIN       := $(CURDIR)/bin/sluice
+PKGS      := ./...
+export SLUICE_TEST_BINARY := $(BIN)
+
+.PHONY: help build run test test-short lint bench clean
+
+help: ## list targets
+	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+
+build: ## build bin/sluice
+	$(GO) build -o $(BIN) ./cmd/sluice
+
+run: build ## start a server: SQLite and repositories in ./data, http://127.0.0.1:7990
+	$(BIN) serve
+
+test: build ## every test (race detector on; starts its own PostgreSQL, nginx, haproxy where needed)
+	$(GO) test -race -p 2 -timeout 40m $(PKGS)
+
+test-short: build ## unit tests only
+	$(GO) test -short -p 2 $(PKGS)
+
+lint: ## gofmt, go vet, staticcheck
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(PKGS)
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@2025.1.1 $(PKGS)
+
+bench: build ## benchmarks vs git http-backend behind nginx; writes docs/benchmarks.md
+	$(GO) test -tags bench -run TestBench -count=1 -timeout 60m -v ./internal/bench
+
+clean: ## remove build output
+	rm -rf bin

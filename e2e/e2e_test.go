@@ -1,0 +1,135 @@
+// Package e2e runs end-to-end scenarios against the built sluice binary
+// with the real git client. Each scenario in testdata/*.txtar is a readable
+// script: start a server, create things with the admin CLI, clone, push,
+// and expect failures with `!`.
+//
+// Extra commands:
+//
+//	serve [flags]        start `sluice serve` on a random port; sets $URL and $HOSTPORT
+//	envstdout NAME       set $NAME to the trimmed stdout of the previous command
+//	httpget URL [status] GET URL, expect status (default 200); body becomes stdout
+package e2e
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/sluice-scm/sluice/internal/testbed"
+)
+
+func TestScenarios(t *testing.T) {
+	bin := testbed.Binary(t)
+	testscript.Run(t, testscript.Params{
+		Dir: "testdata",
+		Setup: func(env *testscript.Env) error {
+			env.Setenv("SLUICE", bin)
+			env.Setenv("PATH", filepath.Dir(bin)+string(os.PathListSeparator)+os.Getenv("PATH"))
+			for _, kv := range testbed.GitEnv(filepath.Join(env.WorkDir, "home")) {
+				k, v, _ := strings.Cut(kv, "=")
+				if k != "PATH" {
+					env.Setenv(k, v)
+				}
+			}
+			env.Setenv("SLUICE_ADMIN_PASSWORD", "admin-pass-e2e")
+			return os.MkdirAll(filepath.Join(env.WorkDir, "home"), 0o755)
+		},
+		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
+			"serve":     cmdServe,
+			"envstdout": cmdEnvStdout,
+			"httpget":   cmdHTTPGet,
+		},
+	})
+}
+
+var listening = regexp.MustCompile(`listening on http://(127\.0\.0\.1:\d+)`)
+
+func cmdServe(ts *testscript.TestScript, neg bool, args []string) {
+	if neg {
+		ts.Fatalf("unsupported: ! serve")
+	}
+	argv := append([]string{"serve", "--data", ts.MkAbs("data"), "--http-addr", "127.0.0.1:0", "--ssh-addr", ""}, args...)
+	cmd := exec.Command(ts.Getenv("SLUICE"), argv...)
+	cmd.Dir = ts.MkAbs(".")
+	var env []string
+	for _, k := range []string{"PATH", "HOME", "SLUICE_ADMIN_PASSWORD"} {
+		env = append(env, k+"="+ts.Getenv(k))
+	}
+	cmd.Env = env
+	stdout, err := cmd.StdoutPipe()
+	ts.Check(err)
+	logf, err := os.Create(ts.MkAbs("server.log"))
+	ts.Check(err)
+	cmd.Stderr = logf
+	ts.Check(cmd.Start())
+	ts.Defer(func() {
+		cmd.Process.Signal(os.Interrupt)
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			cmd.Process.Kill()
+			<-done
+		}
+		logf.Close()
+	})
+	found := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if m := listening.FindStringSubmatch(sc.Text()); m != nil {
+				found <- m[1]
+				break
+			}
+		}
+		io.Copy(io.Discard, stdout)
+	}()
+	select {
+	case hp := <-found:
+		ts.Setenv("HOSTPORT", hp)
+		ts.Setenv("URL", "http://"+hp)
+	case <-time.After(30 * time.Second):
+		log, _ := os.ReadFile(ts.MkAbs("server.log"))
+		ts.Fatalf("server did not start; log:\n%s", log)
+	}
+}
+
+func cmdEnvStdout(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 1 {
+		ts.Fatalf("usage: envstdout NAME")
+	}
+	ts.Setenv(args[0], strings.TrimSpace(ts.ReadFile("stdout")))
+}
+
+func cmdHTTPGet(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) < 1 || len(args) > 2 {
+		ts.Fatalf("usage: httpget URL [status]")
+	}
+	want := 200
+	if len(args) == 2 {
+		n, err := strconv.Atoi(args[1])
+		ts.Check(err)
+		want = n
+	}
+	resp, err := http.Get(args[0])
+	ts.Check(err)
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	ts.Stdout().Write(body)
+	if (resp.StatusCode == want) == neg {
+		ts.Fatalf("GET %s: status %d (want %s%d)", args[0], resp.StatusCode, map[bool]string{true: "not ", false: ""}[neg], want)
+	}
+	fmt.Fprintln(ts.Stdout())
+}

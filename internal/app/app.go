@@ -1,0 +1,346 @@
+// Package app wires Sluice together.
+//
+// New builds every component in dependency order — store, auth, git runner,
+// repositories, hooks, jobs, the hosting service, then the transports —
+// passing each its dependencies explicitly. Nothing is global: several nodes
+// can run inside one test process, each with its own Prometheus registry.
+// Close tears the components down in reverse order.
+package app
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/sluice-scm/sluice/internal/api"
+	"github.com/sluice-scm/sluice/internal/auth"
+	"github.com/sluice-scm/sluice/internal/config"
+	"github.com/sluice-scm/sluice/internal/gitcmd"
+	"github.com/sluice-scm/sluice/internal/githttp"
+	"github.com/sluice-scm/sluice/internal/hooks"
+	"github.com/sluice-scm/sluice/internal/hosting"
+	"github.com/sluice-scm/sluice/internal/jobs"
+	"github.com/sluice-scm/sluice/internal/problem"
+	"github.com/sluice-scm/sluice/internal/repo"
+	"github.com/sluice-scm/sluice/internal/store"
+)
+
+// Version is set at build time with -ldflags.
+var Version = "dev"
+
+// JobHousekeeping is the job kind that repacks a repository after pushes.
+const JobHousekeeping = "housekeeping"
+
+// App is one Sluice node (or, for the admin CLI, the components it needs).
+type App struct {
+	Config   config.Config
+	Logger   *slog.Logger
+	Registry *prometheus.Registry
+	DB       *store.DB
+	Store    store.Store
+	Auth     *auth.Service
+	Git      *gitcmd.Runner
+	Repos    *repo.Manager
+	Hooks    *hooks.Server
+	Jobs     *jobs.Queue
+	Hosting  *hosting.Service
+	Handler  http.Handler
+
+	httpLn  net.Listener
+	closers []func() error
+	once    sync.Once
+}
+
+// Options adjust New for the admin CLI and for tests.
+type Options struct {
+	// Admin builds only what the admin CLI needs: no job workers start.
+	Admin bool
+	// Stdout receives the one-time admin password on first start.
+	Stdout io.Writer
+}
+
+// New builds a node from cfg (already resolved and validated).
+func New(ctx context.Context, cfg config.Config, logger *slog.Logger, opts Options) (a *App, err error) {
+	a = &App{Config: cfg, Logger: logger, Registry: prometheus.NewRegistry()}
+	defer func() {
+		if err != nil {
+			a.Close()
+		}
+	}()
+	a.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	for _, dir := range []string{cfg.Data.Dir, cfg.Storage.Repositories, cfg.Cache.Dir} {
+		if err := os.MkdirAll(dir, 0o750); err != nil {
+			return nil, fmt.Errorf("create %s: %w", dir, err)
+		}
+	}
+	nodeID := cfg.Node.ID
+	if nodeID == "" {
+		host, _ := os.Hostname()
+		nodeID = host + ":" + portOf(cfg.Server.HTTPAddr)
+	}
+
+	a.DB, err = store.Open(ctx, cfg.Database.URL, logger)
+	if err != nil {
+		return nil, fmt.Errorf("open database: %w", err)
+	}
+	a.Store = a.DB
+	a.closers = append(a.closers, a.DB.Close)
+
+	a.Auth = auth.New(a.Store, logger, a.Registry)
+
+	hookBinary := cfg.Git.HookBinary
+	if hookBinary == "" {
+		if hookBinary, err = os.Executable(); err != nil {
+			return nil, fmt.Errorf("find own executable for git hooks: %w", err)
+		}
+	}
+	a.Git, err = gitcmd.New(gitcmd.Config{
+		Binary:       cfg.Git.Binary,
+		HomeDir:      filepath.Join(cfg.Data.Dir, "git-home"),
+		HookBinary:   hookBinary,
+		MaxInputSize: int64(cfg.Git.MaxInputSize),
+		Timeout:      cfg.Git.Timeout.Duration,
+	}, a.Registry, logger)
+	if err != nil {
+		return nil, fmt.Errorf("git: %w", err)
+	}
+	a.Repos = repo.NewManager(cfg.Storage.Repositories, a.Git, logger)
+
+	a.Hooks, err = hooks.NewServer(hooks.Config{
+		SocketDir:          filepath.Join(cfg.Data.Dir, "run"),
+		NodeID:             nodeID,
+		MaxPushOptions:     cfg.Git.MaxPushOptions,
+		MaxPushOptionBytes: cfg.Git.MaxPushOptionBytes,
+	}, a.Store, logger, a.Registry)
+	if err != nil {
+		return nil, fmt.Errorf("hooks: %w", err)
+	}
+	a.closers = append(a.closers, a.Hooks.Close)
+
+	a.Jobs, err = jobs.New(a.DB, jobs.Config{NodeID: nodeID}, logger, a.Registry)
+	if err != nil {
+		return nil, fmt.Errorf("jobs: %w", err)
+	}
+	a.Jobs.Handle(JobHousekeeping, func(ctx context.Context, payload json.RawMessage) error {
+		var args struct {
+			RepoID int64 `json:"repo_id"`
+		}
+		if err := json.Unmarshal(payload, &args); err != nil {
+			return fmt.Errorf("decode housekeeping args: %w", err)
+		}
+		return a.Repos.Housekeep(ctx, args.RepoID)
+	})
+	a.Hooks.OnPushed(func(req hooks.Request, _ []hooks.RefUpdate) {
+		// Housekeeping never runs inside a push: it is queued, and one
+		// pending job per repository is enough however many pushes land.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := a.Jobs.Enqueue(ctx, JobHousekeeping, map[string]int64{"repo_id": req.RepoID}, jobs.Unique()); err != nil {
+			logger.Warn("enqueue housekeeping", "component", "app", "repo_id", req.RepoID, "err", err)
+		}
+	})
+
+	if opts.Admin {
+		return a, nil
+	}
+
+	if err := a.Hooks.Reconcile(ctx); err != nil {
+		return nil, fmt.Errorf("reconcile ref transactions: %w", err)
+	}
+	if err := a.bootstrapAdmin(ctx, opts.Stdout); err != nil {
+		return nil, err
+	}
+
+	a.Hosting = hosting.New(hosting.Deps{
+		Store:      a.Store,
+		Auth:       a.Auth,
+		Repos:      a.Repos,
+		Git:        a.Git,
+		Hooks:      a.Hooks,
+		Logger:     logger,
+		Registerer: a.Registry,
+	})
+	a.Handler = a.routes()
+	return a, nil
+}
+
+func portOf(addr string) string {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	return port
+}
+
+// bootstrapAdmin creates the first administrator when there are no users:
+// with SLUICE_ADMIN_PASSWORD if set, or a generated password printed once.
+func (a *App) bootstrapAdmin(ctx context.Context, out io.Writer) error {
+	n, err := a.Store.CountUsers(ctx)
+	if err != nil {
+		return fmt.Errorf("count users: %w", err)
+	}
+	if n > 0 {
+		return nil
+	}
+	password := os.Getenv("SLUICE_ADMIN_PASSWORD")
+	generated := password == ""
+	if generated {
+		b := make([]byte, 18)
+		if _, err := rand.Read(b); err != nil {
+			return err
+		}
+		password = base64.RawURLEncoding.EncodeToString(b)
+	}
+	hash, err := auth.HashPassword(password)
+	if err != nil {
+		return err
+	}
+	u := &store.User{Name: "admin", DisplayName: "Administrator", PasswordHash: hash, Active: true}
+	if err := a.Store.CreateUser(ctx, u); err != nil {
+		if problem.Is(err, problem.Conflict) {
+			return nil // another node bootstrapped at the same moment
+		}
+		return fmt.Errorf("create admin user: %w", err)
+	}
+	if err := a.Store.SetGlobalPermission(ctx, store.Grant{UserID: u.ID, Permission: store.PermSysAdmin}); err != nil {
+		return fmt.Errorf("grant admin: %w", err)
+	}
+	if generated && out != nil {
+		fmt.Fprintf(out, "\nSluice created the administrator account.\n  username: admin\n  password: %s\nThis password is shown only once; change it after signing in.\n\n", password)
+	}
+	a.Logger.Info("created administrator account", "component", "app", "username", "admin", "password_generated", generated)
+	return nil
+}
+
+// Listen binds the HTTP address. Separate from Serve so callers (tests)
+// learn the address before serving and a bind failure is reported early.
+func (a *App) Listen() error {
+	ln, err := net.Listen("tcp", a.Config.Server.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("listen on %s (server.http_addr): %w", a.Config.Server.HTTPAddr, err)
+	}
+	a.httpLn = ln
+	return nil
+}
+
+// HTTPAddr is the bound HTTP address.
+func (a *App) HTTPAddr() string {
+	if a.httpLn == nil {
+		return a.Config.Server.HTTPAddr
+	}
+	return a.httpLn.Addr().String()
+}
+
+// Serve runs the node until ctx ends, then shuts down gracefully: it stops
+// accepting, lets running git operations finish within
+// server.shutdown_timeout, and stops the job workers.
+func (a *App) Serve(ctx context.Context) error {
+	if a.httpLn == nil {
+		if err := a.Listen(); err != nil {
+			return err
+		}
+	}
+	if err := a.Jobs.Start(ctx); err != nil {
+		return fmt.Errorf("start jobs: %w", err)
+	}
+	srv := &http.Server{
+		Handler:           a.Handler,
+		ReadHeaderTimeout: a.Config.Server.ReadHeaderTimeout.Duration,
+		IdleTimeout:       a.Config.Server.IdleTimeout.Duration,
+		ErrorLog:          slog.NewLogLogger(a.Logger.Handler(), slog.LevelWarn),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(a.httpLn) }()
+	a.Logger.Info("sluice serving", "component", "app", "http_addr", a.HTTPAddr(), "version", Version,
+		"database", a.Store.Dialect(), "repositories", a.Config.Storage.Repositories)
+
+	select {
+	case err := <-errc:
+		return fmt.Errorf("http server: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), a.Config.Server.ShutdownTimeout.Duration)
+	defer cancel()
+	err := srv.Shutdown(sctx)
+	if jerr := a.Jobs.Stop(sctx); jerr != nil && err == nil {
+		err = jerr
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		a.Logger.Warn("shutdown timed out; remaining operations were cut", "component", "app")
+	}
+	return nil
+}
+
+// Close releases every component, in reverse order of construction.
+func (a *App) Close() error {
+	var errs []error
+	a.once.Do(func() {
+		if a.httpLn != nil {
+			a.httpLn.Close()
+		}
+		for i := len(a.closers) - 1; i >= 0; i-- {
+			if err := a.closers[i](); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	})
+	return errors.Join(errs...)
+}
+
+func (a *App) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/scm/", githttp.New(a.Hosting, a.Auth, githttp.Config{
+		MaxRequestBody: int64(a.Config.Server.MaxRequestBody),
+		MaxPushBody:    int64(a.Config.Git.MaxInputSize),
+		BodyTimeout:    a.Config.Server.BodyTimeout.Duration,
+	}, a.Logger))
+	restAPI := api.New(api.Deps{
+		Store:      a.Store,
+		Auth:       a.Auth,
+		Repos:      a.Repos,
+		Git:        a.Git,
+		Hooks:      a.Hooks,
+		Logger:     a.Logger,
+		BaseURL:    strings.TrimRight(a.Config.Server.BaseURL, "/"),
+		SSHBaseURL: strings.TrimRight(a.Config.Server.SSHBaseURL, "/"),
+	})
+	mux.Handle("/rest/", restAPI)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		io.WriteString(w, "ok\n")
+	})
+	mux.HandleFunc("GET /readyz", a.ready)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(a.Registry, promhttp.HandlerOpts{Registry: a.Registry}))
+	return newRequestLog(mux, a.Logger, a.Registry, a.Config.Server.TrustedProxies)
+}
+
+// ready answers 200 only when the database answers: a load balancer takes a
+// node whose database is unreachable out of rotation.
+func (a *App) ready(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	if err := a.Store.Ping(ctx); err != nil {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		io.WriteString(w, "database unavailable\n")
+		return
+	}
+	io.WriteString(w, "ready\n")
+}

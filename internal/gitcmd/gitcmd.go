@@ -1,0 +1,189 @@
+// Package gitcmd is the only package in Sluice that executes git.
+//
+// Everything that could let a user steer git lives here, once:
+//
+//   - argv is built from a Cmd whose parts have fixed roles. The subcommand
+//     comes from an allow-list. Flags are options the server chose and must
+//     look like options. Args are user-influenced values (revisions, ref
+//     names, patterns): they may not begin with '-' and may not hold NUL, CR
+//     or LF, and where git 2.39 honours it they go after --end-of-options, so
+//     neither layer alone has to be perfect. Paths go after "--", and
+//     GIT_LITERAL_PATHSPECS turns off pathspec magic so a file called
+//     ":(top)" is just a file. The table of which subcommands honour
+//     --end-of-options is checked against the real git binary by a test.
+//
+//   - the environment is built from an allow-list, not inherited: a process
+//     sees PATH, a server-owned HOME with its own global config, C locale, and
+//     only the variables a caller may pass on purpose (GIT_PROTOCOL after
+//     validation, the SLUICE_HOOK_* variables the hook client needs, the
+//     quarantine variables pre-receive checks need, and commit identity).
+//     LD_PRELOAD, GIT_DIR, GIT_CONFIG_* and friends from the server's own
+//     environment never reach git.
+//
+//   - configuration is server-owned: GIT_CONFIG_NOSYSTEM ignores /etc/gitconfig
+//     and GIT_CONFIG_GLOBAL points at HomeDir/.gitconfig, which New rewrites
+//     on every start (see globalConfig for why each key is there). Hooks are
+//     pinned with core.hooksPath to scripts that exec the sluice binary, so a
+//     hook file inside a repository is never run.
+//
+//   - every process runs in its own process group, is bounded by
+//     Config.Timeout and its context, and on cancellation gets SIGTERM and,
+//     after a grace period, SIGKILL for the whole group, so a pack-objects
+//     child of upload-pack dies with its parent.
+//
+// Every started process is counted in sluice_git_processes_started_total
+// {command}; tests use that counter to prove that a pack-cache hit starts no
+// git at all.
+package gitcmd
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Config configures a Runner.
+type Config struct {
+	// Binary is the git executable, looked up in PATH if not absolute.
+	// Default "git".
+	Binary string
+	// HomeDir is a server-owned directory; New creates it and writes the
+	// global git config and the hook scripts into it.
+	HomeDir string
+	// HookBinary is the absolute path of the sluice executable that the hook
+	// scripts exec as `sluice hook NAME`.
+	HookBinary string
+	// MaxInputSize becomes receive.maxInputSize, the largest pack a push may
+	// send; zero leaves git's default (unlimited).
+	MaxInputSize int64
+	// Timeout bounds every process; zero means no bound beyond the context.
+	Timeout time.Duration
+}
+
+// HookNames are the hooks New installs under HomeDir/hooks.
+var HookNames = []string{"pre-receive", "post-receive", "reference-transaction"}
+
+// killGrace is how long a cancelled process has between SIGTERM and
+// SIGKILL. Git cleans up lock files and temporary packs on SIGTERM; a second
+// is plenty for that and short enough that a cancelled request frees its
+// ticket promptly.
+const killGrace = time.Second
+
+// Runner runs git processes. It is safe for concurrent use.
+type Runner struct {
+	binary   string
+	homeDir  string
+	hooksDir string
+	timeout  time.Duration
+	baseEnv  []string
+	logger   *slog.Logger
+
+	started  *prometheus.CounterVec
+	running  prometheus.Gauge
+	duration *prometheus.HistogramVec
+
+	catfileMu    sync.Mutex
+	catfiles     map[string][]*CatFile // idle batch processes per repository
+	catfileIdle  time.Duration
+	catfileTimer *time.Timer
+	closed       bool
+}
+
+// New prepares HomeDir (global config, hook scripts) and returns a Runner.
+func New(cfg Config, reg prometheus.Registerer, logger *slog.Logger) (*Runner, error) {
+	if cfg.Binary == "" {
+		cfg.Binary = "git"
+	}
+	binary, err := exec.LookPath(cfg.Binary)
+	if err != nil {
+		return nil, fmt.Errorf("find git: %w", err)
+	}
+	if binary, err = filepath.Abs(binary); err != nil {
+		return nil, fmt.Errorf("find git: %w", err)
+	}
+	if cfg.HomeDir == "" || !filepath.IsAbs(cfg.HomeDir) {
+		return nil, fmt.Errorf("git home directory must be an absolute path, got %q", cfg.HomeDir)
+	}
+	if err := checkHookBinary(cfg.HookBinary); err != nil {
+		return nil, err
+	}
+	home := filepath.Clean(cfg.HomeDir)
+	r := &Runner{
+		binary:      binary,
+		homeDir:     home,
+		hooksDir:    filepath.Join(home, "hooks"),
+		timeout:     cfg.Timeout,
+		logger:      logger.With("component", "gitcmd"),
+		catfiles:    map[string][]*CatFile{},
+		catfileIdle: catfileIdle,
+	}
+	if err := r.writeHome(cfg); err != nil {
+		return nil, err
+	}
+	r.baseEnv = baseEnv(home, os.Getenv("PATH"))
+
+	r.started = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_git_processes_started_total",
+		Help: "Git processes started, by subcommand.",
+	}, []string{"command"})
+	r.running = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "sluice_git_processes_running",
+		Help: "Git processes currently running.",
+	})
+	r.duration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "sluice_git_process_duration_seconds",
+		Help:    "Wall time of git processes, by subcommand.",
+		Buckets: prometheus.ExponentialBuckets(0.001, 4, 10), // 1 ms … ~4.4 min
+	}, []string{"command"})
+	if reg != nil {
+		for _, c := range []prometheus.Collector{r.started, r.running, r.duration} {
+			if err := reg.Register(c); err != nil {
+				return nil, fmt.Errorf("register git metrics: %w", err)
+			}
+		}
+	}
+	return r, nil
+}
+
+// HomeDir is the server-owned directory holding the global config and hooks.
+func (r *Runner) HomeDir() string { return r.homeDir }
+
+// HooksDir is where core.hooksPath points.
+func (r *Runner) HooksDir() string { return r.hooksDir }
+
+// Started returns how many processes of the given subcommand (as in
+// Cmd.Name) this Runner has started.
+func (r *Runner) Started(command string) float64 {
+	c, err := r.started.GetMetricWithLabelValues(command)
+	if err != nil {
+		return 0
+	}
+	return counterValue(c)
+}
+
+// Close stops the idle cat-file processes. Processes started with Start
+// are the caller's to wait for.
+func (r *Runner) Close() error {
+	r.catfileMu.Lock()
+	r.closed = true
+	idle := r.catfiles
+	r.catfiles = map[string][]*CatFile{}
+	if r.catfileTimer != nil {
+		r.catfileTimer.Stop()
+	}
+	r.catfileMu.Unlock()
+	var errs []error
+	for _, list := range idle {
+		for _, c := range list {
+			errs = append(errs, c.close())
+		}
+	}
+	return errors.Join(errs...)
+}

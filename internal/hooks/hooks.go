@@ -1,0 +1,634 @@
+// Package hooks is what runs inside a push.
+//
+// Git runs its hooks as programs. Sluice pins them (core.hooksPath, written
+// by gitcmd) to scripts that exec the sluice binary itself as
+// `sluice hook NAME ARGS…`, which runs RunClient. The hook process knows
+// nothing about the push: it reads its input, collects push options and the
+// quarantine directory from the environment, and forwards everything as one
+// JSON request over a unix socket to the Server in the node that started
+// git. That server holds the request's context (repository, principal,
+// transport) under a random token it put into git's environment at
+// Register, so a hook cannot be run on behalf of a request it does not
+// belong to, and the node answers with an exit code and a message that git
+// relays to the user as "remote: …".
+//
+// What each hook does:
+//
+//   - pre-receive refuses ref names that git check-ref-format would reject
+//     or that have a path component beginning with '-', bounds push
+//     options, then asks the Policy (branch permissions) with the objects
+//     still in quarantine. Nothing has moved yet; a rejection names the rule
+//     and the ref.
+//   - reference-transaction "prepared" records the transaction in the
+//     database (store.BeginRefTxn, which bumps the refs generation) before
+//     git moves any ref; if that fails the hook exits non-zero and git
+//     aborts the update, so no ref ever moves without its record.
+//     "committed" and "aborted" end the record (bumping the generation
+//     again) and, for committed, tell the OnRefsChanged listeners. Readers
+//     that cache anything computed from refs (the pack cache) key it on the
+//     generation and refuse to cache while a transaction is pending, so
+//     they can never serve a pack from before a push.
+//   - post-receive tells the OnPushed listeners, which enqueue follow-up
+//     work (housekeeping, rescope, webhooks); nothing slow runs inside the
+//     push itself.
+//
+// Git may run several reference transactions in one push: one per ref
+// without --atomic, and in git 2.39 a nested one for packed-refs when a
+// packed ref is deleted, which reports the same lines. The server therefore
+// keeps, per token, a stack of open transaction ids for each distinct input
+// and pairs every committed/aborted with the latest prepared of identical
+// input. Whatever git leaves open (it was killed between prepared and
+// committed) is ended when the request unregisters, and whatever a crashed
+// node left open is ended by Reconcile at the next start.
+package hooks
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluice-scm/sluice/internal/auth"
+	"github.com/sluice-scm/sluice/internal/problem"
+	"github.com/sluice-scm/sluice/internal/store"
+)
+
+// Defaults for Config's limits. Git itself does not bound push options;
+// these follow GitLab's practice of a few dozen short options.
+const (
+	DefaultMaxPushOptions     = 32
+	DefaultMaxPushOptionBytes = 1024
+)
+
+// maxSocketPath keeps the socket path under the 108-byte sun_path limit of
+// Linux (104 on BSDs) with a margin.
+const maxSocketPath = 100
+
+// Config configures a Server.
+type Config struct {
+	// SocketDir is where the unix socket is created; empty, or a directory
+	// whose path would make the socket path too long, means a fresh
+	// temporary directory.
+	SocketDir string
+	// NodeID identifies this node in ref transaction records, so Reconcile
+	// ends only what this node left behind. Required.
+	NodeID string
+	// MaxPushOptions and MaxPushOptionBytes bound push options (0: the
+	// defaults above).
+	MaxPushOptions     int
+	MaxPushOptionBytes int
+}
+
+// Request is the context of one git process that may change refs.
+type Request struct {
+	RepoID    int64
+	Principal *auth.Principal
+	Transport string // "http", "ssh", "web", "api", …
+}
+
+// Policy decides whether a push may proceed. It runs in pre-receive with the
+// pushed objects still in quarantine; quarantineEnv holds the KEY=VALUE
+// variables (GIT_QUARANTINE_PATH, GIT_OBJECT_DIRECTORY,
+// GIT_ALTERNATE_OBJECT_DIRECTORIES) a git command needs to read them. A
+// problem.Error's message is shown to the user and should name the rule and
+// the ref; any other error is reported as an internal error.
+type Policy interface {
+	CheckPush(ctx context.Context, req Request, updates []RefUpdate, quarantineEnv []string) error
+}
+
+// Server answers hook calls for the git processes of this node.
+type Server struct {
+	cfg     Config
+	st      store.Store
+	logger  *slog.Logger
+	metrics *metrics
+
+	ln         net.Listener
+	socketPath string
+	tempDir    string // removed at Close when we created it
+
+	ctx    context.Context // cancelled at Close; parent of every call
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu            sync.Mutex
+	regs          map[string]*registration
+	policy        Policy
+	onRefsChanged []func(repoID int64, updates []RefUpdate)
+	onPushed      []func(req Request, updates []RefUpdate)
+	closed        bool
+}
+
+// registration is one registered request and its open ref transactions.
+type registration struct {
+	req Request
+
+	mu sync.Mutex
+	// open maps a transaction's hook input to the ids of the transactions
+	// prepared with that input and not yet ended, latest last.
+	open map[string][]int64
+	// unended holds ids whose EndRefTxn failed; unregistering retries them.
+	unended []int64
+}
+
+type metrics struct {
+	calls    *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+}
+
+// NewServer listens on a fresh unix socket and serves hook calls until
+// Close.
+func NewServer(cfg Config, st store.Store, logger *slog.Logger, reg prometheus.Registerer) (*Server, error) {
+	if cfg.NodeID == "" {
+		return nil, errors.New("hooks: node id is required")
+	}
+	if cfg.MaxPushOptions <= 0 {
+		cfg.MaxPushOptions = DefaultMaxPushOptions
+	}
+	if cfg.MaxPushOptionBytes <= 0 {
+		cfg.MaxPushOptionBytes = DefaultMaxPushOptionBytes
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	m := &metrics{
+		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_hooks_calls_total",
+			Help: "Hook calls by hook and outcome (ok, rejected, error, refused).",
+		}, []string{"hook", "outcome"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "sluice_hooks_duration_seconds",
+			Help:    "Time the server spent answering a hook call.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 4, 8),
+		}, []string{"hook"}),
+	}
+	if reg != nil {
+		for _, c := range []prometheus.Collector{m.calls, m.duration} {
+			if err := reg.Register(c); err != nil {
+				return nil, fmt.Errorf("register hooks metrics: %w", err)
+			}
+		}
+	}
+
+	s := &Server{
+		cfg:     cfg,
+		st:      st,
+		logger:  logger.With("component", "hooks"),
+		metrics: m,
+		regs:    make(map[string]*registration),
+	}
+	if err := s.listen(); err != nil {
+		return nil, err
+	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.wg.Add(1)
+	go s.serve()
+	return s, nil
+}
+
+func (s *Server) listen() error {
+	name := "hooks-" + randomHex(6) + ".sock"
+	dir := s.cfg.SocketDir
+	if dir != "" {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return fmt.Errorf("create hook socket dir: %w", err)
+		}
+	}
+	if dir == "" || len(filepath.Join(dir, name)) >= maxSocketPath {
+		tmp, err := os.MkdirTemp("", "sluice-hooks-")
+		if err != nil {
+			return fmt.Errorf("create hook socket dir: %w", err)
+		}
+		dir, s.tempDir = tmp, tmp
+	}
+	s.socketPath = filepath.Join(dir, name)
+	if len(s.socketPath) >= maxSocketPath {
+		s.removeTemp()
+		return fmt.Errorf("hook socket path %q too long", s.socketPath)
+	}
+	ln, err := net.Listen("unix", s.socketPath)
+	if err != nil {
+		s.removeTemp()
+		return fmt.Errorf("listen on hook socket: %w", err)
+	}
+	// Only this user's processes (git, run by this server) may connect;
+	// the token is the second lock.
+	if err := os.Chmod(s.socketPath, 0o600); err != nil {
+		ln.Close()
+		s.removeTemp()
+		return fmt.Errorf("chmod hook socket: %w", err)
+	}
+	s.ln = ln
+	return nil
+}
+
+func (s *Server) removeTemp() {
+	if s.tempDir != "" {
+		os.RemoveAll(s.tempDir)
+	}
+}
+
+// SocketPath is where the server listens.
+func (s *Server) SocketPath() string { return s.socketPath }
+
+// Close stops accepting calls, cancels the ones in flight, waits for them and
+// removes the socket.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	s.mu.Unlock()
+	err := s.ln.Close()
+	s.cancel()
+	s.wg.Wait()
+	os.Remove(s.socketPath)
+	s.removeTemp()
+	return err
+}
+
+// SetPolicy installs the push policy run in pre-receive (nil: none).
+func (s *Server) SetPolicy(p Policy) {
+	s.mu.Lock()
+	s.policy = p
+	s.mu.Unlock()
+}
+
+// OnRefsChanged registers fn to run after every committed ref transaction.
+// It runs inside the hook call, so it must be quick (publish an event,
+// enqueue a job).
+func (s *Server) OnRefsChanged(fn func(repoID int64, updates []RefUpdate)) {
+	s.mu.Lock()
+	s.onRefsChanged = append(s.onRefsChanged, fn)
+	s.mu.Unlock()
+}
+
+// OnPushed registers fn to run in post-receive, after git has reported the
+// push to the client. Same rule: quick, enqueue the slow work.
+func (s *Server) OnPushed(fn func(req Request, updates []RefUpdate)) {
+	s.mu.Lock()
+	s.onPushed = append(s.onPushed, fn)
+	s.mu.Unlock()
+}
+
+// Register makes req known to the server and returns the environment to add
+// to the git process that serves it. done unregisters it and ends any ref
+// transaction git left open; call it after git has exited.
+func (s *Server) Register(req Request) (env []string, done func()) {
+	token := randomHex(32)
+	r := &registration{req: req, open: make(map[string][]int64)}
+	s.mu.Lock()
+	s.regs[token] = r
+	s.mu.Unlock()
+	var once sync.Once
+	done = func() {
+		once.Do(func() {
+			s.mu.Lock()
+			delete(s.regs, token)
+			s.mu.Unlock()
+			s.endLeftovers(r)
+		})
+	}
+	return []string{EnvSocket + "=" + s.socketPath, EnvToken + "=" + token}, done
+}
+
+// endLeftovers ends the transactions git prepared but never finished for r.
+// A ref may or may not have moved, so they end as not committed (which still
+// bumps the generation) and the listeners hear about the refs.
+func (s *Server) endLeftovers(r *registration) {
+	r.mu.Lock()
+	type leftover struct {
+		id    int64
+		input string
+	}
+	var left []leftover
+	for input, ids := range r.open {
+		for _, id := range ids {
+			left = append(left, leftover{id, input})
+		}
+	}
+	for _, id := range r.unended {
+		left = append(left, leftover{id: id})
+	}
+	r.open, r.unended = map[string][]int64{}, nil
+	r.mu.Unlock()
+	if len(left) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, l := range left {
+		err := s.st.EndRefTxn(ctx, l.id, false)
+		if err != nil {
+			s.logger.Error("end abandoned ref transaction; Reconcile will retry at next start",
+				"repo_id", r.req.RepoID, "txn_id", l.id, "err", err)
+			continue
+		}
+		s.logger.Warn("ended ref transaction git left open", "repo_id", r.req.RepoID, "txn_id", l.id)
+		if updates, err := ParseUpdates([]byte(l.input)); err == nil && len(updates) > 0 {
+			s.notifyRefsChanged(r.req.RepoID, updates)
+		}
+	}
+}
+
+// Reconcile ends, as not committed, every ref transaction this node left
+// pending (it crashed between prepared and committed). Ending bumps each
+// repository's generation, so nothing computed before the crash is served
+// again. Call it at start, before serving.
+func (s *Server) Reconcile(ctx context.Context) error {
+	txns, err := s.st.PendingRefTxns(ctx, s.cfg.NodeID)
+	if err != nil {
+		return fmt.Errorf("list pending ref transactions: %w", err)
+	}
+	for _, t := range txns {
+		if err := s.st.EndRefTxn(ctx, t.ID, false); err != nil {
+			return fmt.Errorf("end ref transaction %d: %w", t.ID, err)
+		}
+		s.logger.Warn("ended ref transaction left by a previous run",
+			"repo_id", t.RepoID, "txn_id", t.ID, "created_at", t.CreatedAt,
+			"updates", strings.Count(t.Updates, "\n"))
+	}
+	return nil
+}
+
+func (s *Server) serve() {
+	defer s.wg.Done()
+	for {
+		conn, err := s.ln.Accept()
+		if err != nil {
+			if s.ctx.Err() == nil {
+				s.logger.Error("accept hook connection", "err", err)
+			}
+			return
+		}
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.serveConn(conn)
+		}()
+	}
+}
+
+func (s *Server) serveConn(conn net.Conn) {
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(clientTimeout))
+	var req wireRequest
+	dec := json.NewDecoder(io.LimitReader(conn, maxWireRequest))
+	if err := dec.Decode(&req); err != nil {
+		s.logger.Warn("bad hook request", "err", err)
+		s.metrics.calls.WithLabelValues("unknown", "error").Inc()
+		return
+	}
+	hook := hookLabel(req.Hook)
+	start := time.Now()
+	resp, outcome := s.dispatch(&req)
+	s.metrics.calls.WithLabelValues(hook, outcome).Inc()
+	s.metrics.duration.WithLabelValues(hook).Observe(time.Since(start).Seconds())
+	if err := json.NewEncoder(conn).Encode(resp); err != nil {
+		s.logger.Warn("answer hook call", "hook", hook, "err", err)
+	}
+}
+
+func hookLabel(name string) string {
+	switch name {
+	case "pre-receive", "reference-transaction", "post-receive":
+		return name
+	}
+	return "unknown"
+}
+
+// Outcomes of a call, for the calls metric.
+const (
+	outcomeOK       = "ok"
+	outcomeRejected = "rejected"
+	outcomeError    = "error"
+	outcomeRefused  = "refused"
+)
+
+func (s *Server) dispatch(req *wireRequest) (wireResponse, string) {
+	s.mu.Lock()
+	r := s.regs[req.Token]
+	s.mu.Unlock()
+	if r == nil {
+		s.logger.Warn("hook call with an unknown token", "hook", hookLabel(req.Hook))
+		return wireResponse{Code: 1, Message: "sluice: hook call refused: unknown request"}, outcomeRefused
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, serverTimeout)
+	defer cancel()
+	log := s.logger.With("hook", req.Hook, "repo_id", r.req.RepoID)
+	switch req.Hook {
+	case "pre-receive":
+		return s.preReceive(ctx, log, r, req)
+	case "reference-transaction":
+		return s.referenceTransaction(ctx, log, r, req)
+	case "post-receive":
+		return s.postReceive(log, r, req)
+	}
+	log.Warn("unknown hook")
+	return wireResponse{Code: 1, Message: fmt.Sprintf("sluice: unknown hook %q", req.Hook)}, outcomeError
+}
+
+func (s *Server) preReceive(ctx context.Context, log *slog.Logger, r *registration, req *wireRequest) (wireResponse, string) {
+	updates, err := ParseUpdates(req.Stdin)
+	if err != nil {
+		log.Error("parse pre-receive input", "err", err)
+		return wireResponse{Code: 1, Message: "sluice: malformed hook input"}, outcomeError
+	}
+	var msgs []string
+	for _, u := range updates {
+		if err := CheckRefName(u.Ref); err != nil {
+			msgs = append(msgs, "sluice: rejected by the ref name rule: "+problem.Message(err))
+		}
+	}
+	if len(msgs) > 0 {
+		return wireResponse{Code: 1, Message: strings.Join(msgs, "\n")}, outcomeRejected
+	}
+	if req.PushOptionCount > s.cfg.MaxPushOptions {
+		return wireResponse{Code: 1, Message: fmt.Sprintf(
+			"sluice: too many push options: %d (limit %d)", req.PushOptionCount, s.cfg.MaxPushOptions)}, outcomeRejected
+	}
+	for i, o := range req.PushOptions {
+		if len(o) > s.cfg.MaxPushOptionBytes {
+			return wireResponse{Code: 1, Message: fmt.Sprintf(
+				"sluice: push option %d is %d bytes long (limit %d)", i+1, len(o), s.cfg.MaxPushOptionBytes)}, outcomeRejected
+		}
+	}
+	s.mu.Lock()
+	policy := s.policy
+	s.mu.Unlock()
+	if policy == nil {
+		return wireResponse{}, outcomeOK
+	}
+	qenv, err := quarantineEnv(req.Quarantine)
+	if err != nil {
+		log.Error("bad quarantine environment", "err", err)
+		return wireResponse{Code: 1, Message: "sluice: malformed hook environment"}, outcomeError
+	}
+	if err := policy.CheckPush(ctx, r.req, updates, qenv); err != nil {
+		var pe *problem.Error
+		if errors.As(err, &pe) && pe.Kind != problem.Internal {
+			log.Info("push rejected by policy", "reason", pe.Message)
+			return wireResponse{Code: 1, Message: "sluice: " + pe.Message}, outcomeRejected
+		}
+		log.Error("push policy", "err", err)
+		return wireResponse{Code: 1, Message: "sluice: push policy could not be checked; try again"}, outcomeError
+	}
+	return wireResponse{}, outcomeOK
+}
+
+// quarantineEnv checks the variables the client forwarded: only the known
+// names, absolute paths (a colon-separated list for alternates), no NUL or
+// line breaks. They come from git, not from the user, but they are handed
+// on to git commands, so they are checked like anything else that is.
+func quarantineEnv(vars []string) ([]string, error) {
+	out := make([]string, 0, len(vars))
+	for _, kv := range vars {
+		k, v, _ := strings.Cut(kv, "=")
+		known := false
+		for _, q := range quarantineVars {
+			known = known || k == q
+		}
+		if !known {
+			return nil, fmt.Errorf("unexpected variable %q", k)
+		}
+		if strings.ContainsAny(v, "\x00\r\n") {
+			return nil, fmt.Errorf("%s holds a control character", k)
+		}
+		for _, p := range strings.Split(v, ":") {
+			if p != "" && !filepath.IsAbs(p) {
+				return nil, fmt.Errorf("%s is not absolute", k)
+			}
+		}
+		out = append(out, kv)
+	}
+	return out, nil
+}
+
+func (s *Server) referenceTransaction(ctx context.Context, log *slog.Logger, r *registration, req *wireRequest) (wireResponse, string) {
+	if len(req.Args) != 1 {
+		log.Error("reference-transaction called without a phase")
+		return wireResponse{Code: 1, Message: "sluice: malformed hook call"}, outcomeError
+	}
+	phase, input := req.Args[0], string(req.Stdin)
+	updates, err := ParseUpdates(req.Stdin)
+	if err != nil {
+		log.Error("parse reference-transaction input", "phase", phase, "err", err)
+		return wireResponse{Code: 1, Message: "sluice: malformed hook input"}, outcomeError
+	}
+	switch phase {
+	case "prepared":
+		id, err := s.st.BeginRefTxn(ctx, r.req.RepoID, s.cfg.NodeID, input)
+		if err != nil {
+			log.Error("record ref transaction; aborting the update", "err", err)
+			return wireResponse{Code: 1, Message: "sluice: the ref update could not be recorded; nothing was changed, try again"}, outcomeError
+		}
+		r.mu.Lock()
+		r.open[input] = append(r.open[input], id)
+		r.mu.Unlock()
+		return wireResponse{}, outcomeOK
+
+	case "committed", "aborted":
+		committed := phase == "committed"
+		r.mu.Lock()
+		ids := r.open[input]
+		var id int64
+		found := len(ids) > 0
+		if found {
+			id = ids[len(ids)-1]
+			if len(ids) == 1 {
+				delete(r.open, input)
+			} else {
+				r.open[input] = ids[:len(ids)-1]
+			}
+		}
+		r.mu.Unlock()
+		if !found {
+			if !committed {
+				// Git aborts transactions that failed before the
+				// prepared hook ran (a lock was taken, say).
+				return wireResponse{}, outcomeOK
+			}
+			// Refs moved without a prepared record; this should not
+			// happen, but the generation must move all the same.
+			log.Error("committed ref transaction without a prepared one")
+			if err := s.st.BumpGeneration(ctx, r.req.RepoID); err != nil {
+				log.Error("bump refs generation", "err", err)
+				return wireResponse{Code: 1}, outcomeError
+			}
+			s.notifyRefsChanged(r.req.RepoID, updates)
+			return wireResponse{}, outcomeOK
+		}
+		if err := s.st.EndRefTxn(ctx, id, committed); err != nil {
+			// The record stays pending, which keeps caches from trusting
+			// the generation; unregistering retries, Reconcile at the
+			// latest.
+			log.Error("end ref transaction", "txn_id", id, "err", err)
+			r.mu.Lock()
+			r.unended = append(r.unended, id)
+			r.mu.Unlock()
+			return wireResponse{Code: 1}, outcomeError
+		}
+		if committed && len(updates) > 0 {
+			s.notifyRefsChanged(r.req.RepoID, updates)
+		}
+		return wireResponse{}, outcomeOK
+	}
+	// Phases a newer git may add are not ours to block.
+	log.Warn("unknown reference-transaction phase", "phase", phase)
+	return wireResponse{}, outcomeOK
+}
+
+func (s *Server) postReceive(log *slog.Logger, r *registration, req *wireRequest) (wireResponse, string) {
+	updates, err := ParseUpdates(req.Stdin)
+	if err != nil {
+		log.Error("parse post-receive input", "err", err)
+		return wireResponse{Code: 1, Message: "sluice: malformed hook input"}, outcomeError
+	}
+	s.mu.Lock()
+	fns := append([]func(Request, []RefUpdate)(nil), s.onPushed...)
+	s.mu.Unlock()
+	for _, fn := range fns {
+		s.safely("OnPushed", func() { fn(r.req, updates) })
+	}
+	return wireResponse{}, outcomeOK
+}
+
+func (s *Server) notifyRefsChanged(repoID int64, updates []RefUpdate) {
+	s.mu.Lock()
+	fns := append([]func(int64, []RefUpdate)(nil), s.onRefsChanged...)
+	s.mu.Unlock()
+	for _, fn := range fns {
+		s.safely("OnRefsChanged", func() { fn(repoID, updates) })
+	}
+}
+
+// safely runs a listener so that its panic cannot take the push down with
+// it: the refs have already moved.
+func (s *Server) safely(what string, fn func()) {
+	defer func() {
+		if p := recover(); p != nil {
+			s.logger.Error("hook listener panicked", "listener", what, "panic", p)
+		}
+	}()
+	fn()
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b) // never fails (crypto/rand, Go ≥ 1.24)
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,120 @@
+package hooks
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+
+	"github.com/sluice-scm/sluice/internal/problem"
+)
+
+// RefUpdate is one "old new ref" line as git hands it to a hook. Old is the
+// zero object id for a creation and New is the zero object id for a deletion.
+type RefUpdate struct {
+	Old, New, Ref string
+}
+
+// Created reports whether the update creates Ref.
+func (u RefUpdate) Created() bool { return isZeroOID(u.Old) }
+
+// Deleted reports whether the update deletes Ref.
+func (u RefUpdate) Deleted() bool { return isZeroOID(u.New) }
+
+func isZeroOID(s string) bool { return strings.Trim(s, "0") == "" }
+
+// ParseUpdates parses hook input: lines of "old SP new SP ref LF". It is
+// strict because the input decides which refs the database records: object
+// ids must be lower-case hex of one hash length (SHA-1 or SHA-256), the ref
+// must be non-empty and free of whitespace, and every line must end in LF.
+func ParseUpdates(in []byte) ([]RefUpdate, error) {
+	if len(in) == 0 {
+		return nil, nil
+	}
+	if in[len(in)-1] != '\n' {
+		return nil, fmt.Errorf("hook input does not end in a newline")
+	}
+	lines := bytes.Split(in[:len(in)-1], []byte{'\n'})
+	updates := make([]RefUpdate, 0, len(lines))
+	for i, line := range lines {
+		fields := strings.Split(string(line), " ")
+		if len(fields) != 3 {
+			return nil, fmt.Errorf("hook input line %d: want \"old new ref\"", i+1)
+		}
+		u := RefUpdate{Old: fields[0], New: fields[1], Ref: fields[2]}
+		if !validOID(u.Old) || !validOID(u.New) || len(u.Old) != len(u.New) {
+			return nil, fmt.Errorf("hook input line %d: bad object id", i+1)
+		}
+		if u.Ref == "" || strings.ContainsFunc(u.Ref, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
+			return nil, fmt.Errorf("hook input line %d: bad ref name", i+1)
+		}
+		updates = append(updates, u)
+	}
+	return updates, nil
+}
+
+func validOID(s string) bool {
+	if len(s) != 40 && len(s) != 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// CheckRefName returns a problem.Invalid error when name is not a ref Sluice
+// accepts from a push. The rules are git check-ref-format's (see
+// git-check-ref-format(1)), plus two of our own: the name must be under
+// refs/, and no path component may begin with '-'. A ref such as
+// refs/heads/--output=x is legal to git but turns into an option the moment
+// some tool puts its short name on a command line; refusing it at the door
+// is cheaper than proving every later command line safe.
+func CheckRefName(name string) error {
+	reason := refNameProblem(name)
+	if reason == "" {
+		return nil
+	}
+	return problem.New(problem.Invalid, "invalid ref name %q: %s", name, reason)
+}
+
+func refNameProblem(name string) string {
+	if !strings.HasPrefix(name, "refs/") {
+		return "not under refs/"
+	}
+	if strings.HasSuffix(name, "/") {
+		return "ends with '/'"
+	}
+	if strings.HasSuffix(name, ".") {
+		return "ends with '.'"
+	}
+	if strings.Contains(name, "..") {
+		return "contains '..'"
+	}
+	if strings.Contains(name, "@{") {
+		return "contains '@{'"
+	}
+	for _, r := range name {
+		switch {
+		case r < 0x20 || r == 0x7f:
+			return "contains a control character"
+		case strings.ContainsRune(" ~^:?*[\\", r):
+			return fmt.Sprintf("contains %q", r)
+		}
+	}
+	for _, comp := range strings.Split(name, "/") {
+		switch {
+		case comp == "":
+			return "has an empty path component"
+		case strings.HasPrefix(comp, "."):
+			return "has a path component beginning with '.'"
+		case strings.HasPrefix(comp, "-"):
+			return "has a path component beginning with '-'"
+		case strings.HasSuffix(comp, ".lock"):
+			return "has a path component ending with '.lock'"
+		}
+	}
+	return ""
+}

@@ -1,0 +1,278 @@
+package repo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/sluice-scm/sluice/internal/gitcmd"
+	"github.com/sluice-scm/sluice/internal/problem"
+)
+
+// Housekeeping keeps reads fast without ever deleting an object.
+//
+//   - Objects: a geometric repack (repack -d -l --geometric=2 --write-midx)
+//     rolls small packs and loose objects into bigger packs so that pack
+//     sizes form a geometric progression; its cost is proportional to what
+//     is new, not to the repository. A multi-pack-index and, for a
+//     repository without alternates, a multi-pack reachability bitmap make
+//     clones and fetches cheap. A fork gets no bitmap: git refuses one
+//     because the fork's packs lack the objects it borrows (git says "doesn't
+//     have full closure").
+//
+//   - No object is ever deleted. Any repository may be a fork parent whose
+//     objects its forks borrow through alternates, and an object unreachable
+//     from the parent's refs (a deleted branch) may still be reachable from a
+//     fork's. A geometric repack rolls up whole packs (pack-objects
+//     --stdin-packs) and every loose object, reachable or not, and -d only
+//     removes packs and loose copies whose objects were rewritten into the
+//     new pack. We never run prune, gc, or repack -a/-A with deletion.
+//     Unreachable objects therefore accumulate; reclaiming them needs a
+//     reachability walk across the whole fork network, which this package
+//     does not do.
+//
+//   - A split commit-graph with changed-path Bloom filters makes log, merge
+//     base and reachability queries (IsReachable) fast.
+//
+//   - pack-refs --all keeps ref lookups to one file.
+//
+//   - Leftovers of crashed processes are removed once they are older than
+//     staleAfter: lock files (a stale packed-refs.lock blocks every push),
+//     push quarantine directories and temporary pack files. Anything younger
+//     may belong to a process still running and is never touched.
+
+// staleAfter is how old a lock file or quarantine directory must be before
+// housekeeping deems its owner dead. Git holds ref locks for milliseconds
+// and a push's quarantine for the push's duration; an hour leaves room for
+// the slowest push Config.Timeout allows by default.
+const staleAfter = time.Hour
+
+// HousekeepStats says what one Housekeep run did, for the log and for tests.
+type HousekeepStats struct {
+	Fork            bool // the repository borrows objects through alternates
+	Bitmap          bool // a reachability bitmap was written
+	LocksRemoved    int
+	QuarantinesGone int
+	TempPacksGone   int
+	SizeBefore      int64
+	SizeAfter       int64
+	Duration        time.Duration
+}
+
+// Housekeep maintains repository id; see the comment above staleAfter.
+func (m *Manager) Housekeep(ctx context.Context, id int64) error {
+	_, err := m.HousekeepWithStats(ctx, id)
+	return err
+}
+
+// HousekeepWithStats is Housekeep returning what it did.
+func (m *Manager) HousekeepWithStats(ctx context.Context, id int64) (HousekeepStats, error) {
+	var st HousekeepStats
+	if err := checkID(id); err != nil {
+		return st, err
+	}
+	if !m.Exists(id) {
+		return st, problem.New(problem.NotFound, "repository %d not found", id)
+	}
+	start := time.Now()
+	dir := m.Path(id)
+	st.SizeBefore, _ = m.Size(id)
+	st.Fork = hasAlternates(dir)
+
+	// Stale leftovers go first: a stale packed-refs.lock would make
+	// pack-refs fail, a stale multi-pack-index.lock the repack.
+	now := time.Now()
+	var err error
+	if st.LocksRemoved, err = removeStaleLocks(dir, now); err != nil {
+		return st, fmt.Errorf("remove stale locks: %w", err)
+	}
+	if st.QuarantinesGone, err = removeStaleQuarantines(dir, now); err != nil {
+		return st, fmt.Errorf("remove stale quarantines: %w", err)
+	}
+	if st.TempPacksGone, err = removeStaleTempPacks(dir, now); err != nil {
+		return st, fmt.Errorf("remove stale temporary packs: %w", err)
+	}
+
+	// -l keeps a fork's repack from copying the objects it borrows.
+	repack := []string{"-d", "-l", "-q", "--geometric=2", "--write-midx"}
+	if !st.Fork {
+		err := m.git.Run(ctx, gitcmd.Cmd{Dir: dir, Name: "repack", Flags: append(repack, "--write-bitmap-index")})
+		if err == nil {
+			st.Bitmap = true
+		} else {
+			if ctx.Err() != nil {
+				return st, fmt.Errorf("repack: %w", err)
+			}
+			// A bitmap is an optimisation; packing matters more.
+			m.logger.WarnContext(ctx, "repack with bitmap failed, retrying without", "repo_id", id, "error", err)
+		}
+	}
+	if !st.Bitmap {
+		// Explicit, because gitcmd's global config sets repack.writeBitmaps.
+		flags := append(repack, "--no-write-bitmap-index")
+		if err := m.git.Run(ctx, gitcmd.Cmd{Dir: dir, Name: "repack", Flags: flags}); err != nil {
+			return st, fmt.Errorf("repack: %w", err)
+		}
+	}
+	if err := m.git.Run(ctx, gitcmd.Cmd{Dir: dir, Name: "commit-graph", Flags: []string{"write", "--reachable", "--changed-paths", "--split"}}); err != nil {
+		return st, fmt.Errorf("write commit-graph: %w", err)
+	}
+	if err := m.git.Run(ctx, gitcmd.Cmd{Dir: dir, Name: "pack-refs", Flags: []string{"--all"}}); err != nil {
+		return st, fmt.Errorf("pack refs: %w", err)
+	}
+
+	st.SizeAfter, _ = m.Size(id)
+	st.Duration = time.Since(start)
+	m.logger.InfoContext(ctx, "housekeeping done", "repo_id", id, "fork", st.Fork, "bitmap", st.Bitmap,
+		"locks_removed", st.LocksRemoved, "quarantines_removed", st.QuarantinesGone,
+		"temp_packs_removed", st.TempPacksGone, "size_before", st.SizeBefore, "size_after", st.SizeAfter,
+		"duration", st.Duration)
+	return st, nil
+}
+
+func hasAlternates(dir string) bool {
+	b, err := os.ReadFile(filepath.Join(dir, "objects", "info", "alternates"))
+	return err == nil && strings.TrimSpace(string(b)) != ""
+}
+
+// lockDirs are the directories git creates lock files in, besides refs/
+// (walked recursively): the repository itself (HEAD.lock, config.lock,
+// packed-refs.lock, shallow.lock), objects/info (alternates, commit-graph)
+// and the pack directory (multi-pack-index.lock).
+var lockDirs = []string{".", "objects/info", "objects/info/commit-graphs", "objects/pack"}
+
+func removeStaleLocks(dir string, now time.Time) (int, error) {
+	n := 0
+	remove := func(path string, fi fs.FileInfo) error {
+		if !fi.Mode().IsRegular() || !strings.HasSuffix(fi.Name(), ".lock") || now.Sub(fi.ModTime()) < staleAfter {
+			return nil
+		}
+		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		n++
+		return nil
+	}
+	for _, d := range lockDirs {
+		entries, err := os.ReadDir(filepath.Join(dir, d))
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				continue
+			}
+			return n, err
+		}
+		for _, e := range entries {
+			fi, err := e.Info()
+			if err != nil {
+				continue // removed meanwhile
+			}
+			if err := remove(filepath.Join(dir, d, e.Name()), fi); err != nil {
+				return n, err
+			}
+		}
+	}
+	// WalkDir does not follow symlinks, so a link in refs/ cannot lead the
+	// walk out of the repository.
+	err := filepath.WalkDir(filepath.Join(dir, "refs"), func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+		if d.IsDir() {
+			return nil
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return nil
+		}
+		return remove(path, fi)
+	})
+	return n, err
+}
+
+// removeStaleQuarantines removes push quarantine directories that no
+// process has written to for staleAfter. git 2.39 names them
+// objects/tmp_objdir-incoming-XXXXXX; older versions objects/incoming-XXXXXX
+// (kept for repositories shared with older nodes).
+func removeStaleQuarantines(dir string, now time.Time) (int, error) {
+	objects := filepath.Join(dir, "objects")
+	entries, err := os.ReadDir(objects)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, e := range entries {
+		name := e.Name()
+		if !e.IsDir() || !(strings.HasPrefix(name, "tmp_objdir-") || strings.HasPrefix(name, "incoming-")) {
+			continue
+		}
+		path := filepath.Join(objects, name)
+		// A running push writes deep inside the directory (pack/tmp_pack_*),
+		// which does not touch the top directory's mtime: the newest
+		// modification anywhere inside decides.
+		newest, err := newestModTime(path)
+		if err != nil {
+			return n, err
+		}
+		if now.Sub(newest) < staleAfter {
+			continue
+		}
+		if err := os.RemoveAll(path); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
+}
+
+func newestModTime(root string) (time.Time, error) {
+	var newest time.Time
+	err := filepath.WalkDir(root, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+		if fi, err := d.Info(); err == nil && fi.ModTime().After(newest) {
+			newest = fi.ModTime()
+		}
+		return nil
+	})
+	return newest, err
+}
+
+// removeStaleTempPacks removes objects/pack/tmp_* files (tmp_pack_, tmp_idx_,
+// tmp_rev_, ...) left by a pack-objects or index-pack that died.
+func removeStaleTempPacks(dir string, now time.Time) (int, error) {
+	pack := filepath.Join(dir, "objects", "pack")
+	entries, err := os.ReadDir(pack)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return 0, nil
+		}
+		return 0, err
+	}
+	n := 0
+	for _, e := range entries {
+		if !e.Type().IsRegular() || !strings.HasPrefix(e.Name(), "tmp_") {
+			continue
+		}
+		fi, err := e.Info()
+		if err != nil || now.Sub(fi.ModTime()) < staleAfter {
+			continue
+		}
+		if err := os.Remove(filepath.Join(pack, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
+}

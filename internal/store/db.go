@@ -1,0 +1,275 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"embed"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net/url"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
+	"github.com/sluice-scm/sluice/internal/problem"
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+)
+
+//go:embed migrations/sqlite/*.sql migrations/postgres/*.sql
+var migrations embed.FS
+
+// migrateLockKey is the pg_advisory_lock key held while migrations run, so
+// that nodes starting together migrate one after the other. It is the
+// first 8 bytes of sha256("sluice/store/migrate"), fixed forever: nodes of
+// different versions must agree on it.
+const migrateLockKey int64 = 0x3a1f5c0de2b7a961
+
+// busyTimeout bounds how long an SQLite writer waits for another one (the
+// admin CLI while a server runs, or concurrent pushes) before giving up
+// with Unavailable. Ten seconds outlasts any single write transaction here.
+const busyTimeout = 10 * time.Second
+
+// DB is the Store implementation for both dialects.
+type DB struct {
+	db      *sql.DB
+	pool    *pgxpool.Pool // nil on SQLite
+	dialect string
+	logger  *slog.Logger
+}
+
+var _ Store = (*DB)(nil)
+
+// Option tunes Open.
+type Option func(*options)
+
+type options struct {
+	maxOpenConns int
+}
+
+// WithMaxOpenConns bounds the connection pool (config database.max_open_conns).
+func WithMaxOpenConns(n int) Option {
+	return func(o *options) { o.maxOpenConns = n }
+}
+
+// Open connects to url (sqlite:///abs/path/sluice.db or postgres://…) and
+// migrates the schema to the newest version this binary knows.
+func Open(ctx context.Context, rawURL string, logger *slog.Logger, opts ...Option) (*DB, error) {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	o := options{maxOpenConns: 20}
+	for _, f := range opts {
+		f(&o)
+	}
+	if o.maxOpenConns < 1 {
+		o.maxOpenConns = 1
+	}
+	logger = logger.With("component", "store")
+	var (
+		d   *DB
+		err error
+	)
+	switch {
+	case strings.HasPrefix(rawURL, "sqlite://"):
+		d, err = openSQLite(strings.TrimPrefix(rawURL, "sqlite://"), o)
+	case strings.HasPrefix(rawURL, "postgres://"), strings.HasPrefix(rawURL, "postgresql://"):
+		d, err = openPostgres(ctx, rawURL, o)
+	default:
+		return nil, problem.New(problem.Invalid, "database url must start with sqlite:// or postgres://")
+	}
+	if err != nil {
+		return nil, err
+	}
+	d.logger = logger
+	if err := d.Ping(ctx); err != nil {
+		d.Close()
+		return nil, err
+	}
+	if err := d.migrate(ctx); err != nil {
+		d.Close()
+		return nil, err
+	}
+	return d, nil
+}
+
+func openSQLite(path string, o options) (*DB, error) {
+	if path == "" || !filepath.IsAbs(path) {
+		return nil, problem.New(problem.Invalid, "sqlite database path %q must be absolute", path)
+	}
+	// Pragmas go in the DSN so that every pooled connection gets them, not
+	// only the first. synchronous=FULL because an acknowledged push must
+	// survive a power loss; NORMAL in WAL mode may lose the last commits.
+	q := url.Values{}
+	q.Add("_pragma", "busy_timeout("+strconv.FormatInt(busyTimeout.Milliseconds(), 10)+")")
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "synchronous(FULL)")
+	q.Add("_pragma", "foreign_keys(ON)")
+	// Write transactions take the write lock at BEGIN: a deferred
+	// transaction that reads first and writes later fails with SQLITE_BUSY
+	// without waiting when another writer got in between.
+	q.Set("_txlock", "immediate")
+	q.Set("_time_format", "sqlite")
+	db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
+	if err != nil {
+		return nil, fmt.Errorf("open sqlite: %w", err)
+	}
+	// SQLite has one writer at a time anyway; more connections only help
+	// readers, which WAL lets run beside the writer.
+	n := min(o.maxOpenConns, max(4, 2*runtime.NumCPU()))
+	db.SetMaxOpenConns(n)
+	db.SetMaxIdleConns(n)
+	return &DB{db: db, dialect: "sqlite"}, nil
+}
+
+func openPostgres(ctx context.Context, rawURL string, o options) (*DB, error) {
+	cfg, err := pgxpool.ParseConfig(rawURL)
+	if err != nil {
+		return nil, problem.Wrap(problem.Invalid, err, "invalid postgres url")
+	}
+	// Migrations hold the advisory lock on one connection while goose
+	// works on another, so the pool needs at least two (three for slack).
+	o.maxOpenConns = max(o.maxOpenConns, 3)
+	cfg.MaxConns = int32(o.maxOpenConns)
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, problem.Wrap(problem.Unavailable, err, "database unavailable")
+	}
+	db := stdlib.OpenDBFromPool(pool)
+	db.SetMaxOpenConns(o.maxOpenConns)
+	return &DB{db: db, pool: pool, dialect: "postgres"}, nil
+}
+
+// SQL is the underlying database/sql handle (River's SQLite driver uses it).
+func (d *DB) SQL() *sql.DB { return d.db }
+
+// Pgx is the pgx pool on PostgreSQL (River's pgx driver uses it), nil on
+// SQLite.
+func (d *DB) Pgx() *pgxpool.Pool { return d.pool }
+
+// Dialect is "sqlite" or "postgres".
+func (d *DB) Dialect() string { return d.dialect }
+
+// Ping checks that the database answers.
+func (d *DB) Ping(ctx context.Context) error {
+	if err := d.db.PingContext(ctx); err != nil {
+		return d.fail(err, "ping")
+	}
+	return nil
+}
+
+// Close releases the connections.
+func (d *DB) Close() error {
+	err := d.db.Close()
+	if d.pool != nil {
+		d.pool.Close()
+	}
+	return err
+}
+
+// migrate runs the goose migrations of the dialect. On PostgreSQL a
+// session-level advisory lock serialises nodes starting at the same time:
+// the second waits, then finds nothing left to do.
+func (d *DB) migrate(ctx context.Context) error {
+	sub, err := fs.Sub(migrations, "migrations/"+d.dialect)
+	if err != nil {
+		return fmt.Errorf("migrations: %w", err)
+	}
+	dialect := goose.DialectSQLite3
+	if d.dialect == "postgres" {
+		dialect = goose.DialectPostgres
+	}
+	p, err := goose.NewProvider(dialect, d.db, sub, goose.WithDisableGlobalRegistry(true))
+	if err != nil {
+		return fmt.Errorf("migrations: %w", err)
+	}
+	if d.dialect == "postgres" {
+		conn, err := d.db.Conn(ctx)
+		if err != nil {
+			return d.fail(err, "migration lock")
+		}
+		defer conn.Close()
+		if _, err := conn.ExecContext(ctx, "SELECT pg_advisory_lock($1)", migrateLockKey); err != nil {
+			return d.fail(err, "migration lock")
+		}
+		defer func() {
+			// A fresh context: the lock must go even if ctx is done. Closing
+			// the connection would release it too, but it returns to the pool.
+			uctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if _, err := conn.ExecContext(uctx, "SELECT pg_advisory_unlock($1)", migrateLockKey); err != nil {
+				d.logger.Warn("release migration lock", "err", err)
+				// ErrBadConn makes database/sql drop the session (and
+				// with it the lock) instead of pooling it.
+				_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+			}
+		}()
+	}
+	res, err := p.Up(ctx)
+	if err != nil {
+		return d.fail(err, "migrate")
+	}
+	for _, r := range res {
+		d.logger.Info("migrated", "version", r.Source.Version, "file", r.Source.Path, "duration", r.Duration)
+	}
+	return nil
+}
+
+// q adapts a query written with ? placeholders to the dialect: PostgreSQL
+// wants $1, $2, …. Queries here never hold a literal '?' outside quotes;
+// quoted text is copied as is anyway.
+func (d *DB) q(query string) string {
+	if d.dialect != "postgres" {
+		return query
+	}
+	var b strings.Builder
+	b.Grow(len(query) + 16)
+	n := 0
+	inQuote := false
+	for i := 0; i < len(query); i++ {
+		c := query[i]
+		switch {
+		case c == '\'':
+			inQuote = !inQuote
+			b.WriteByte(c)
+		case c == '?' && !inQuote:
+			n++
+			b.WriteByte('$')
+			b.WriteString(strconv.Itoa(n))
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
+}
+
+func (d *DB) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	return d.db.ExecContext(ctx, d.q(query), args...)
+}
+
+func (d *DB) query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	return d.db.QueryContext(ctx, d.q(query), args...)
+}
+
+func (d *DB) queryRow(ctx context.Context, query string, args ...any) *sql.Row {
+	return d.db.QueryRowContext(ctx, d.q(query), args...)
+}
+
+// tx runs fn in a transaction, committing when it returns nil.
+func (d *DB) tx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	tx, err := d.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
