@@ -194,6 +194,8 @@ func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error, s
 		s.logger.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 	}
 	h := w.Header()
+	// A streaming handler may have announced a download before failing.
+	h.Del("Content-Disposition")
 	switch kind {
 	case problem.Unauthenticated:
 		h.Set("WWW-Authenticate", `Basic realm="Sluice", charset="UTF-8"`)
@@ -267,16 +269,3 @@ func (c *call) query(name string) string { return c.r.URL.Query().Get(name) }
 
 // path returns a path wildcard's value.
 func (c *call) path(name string) string { return c.r.PathValue(name) }
-
-// queryBool parses an optional boolean query parameter.
-func (c *call) queryBool(name string) (bool, error) {
-	v := c.query(name)
-	if v == "" {
-		return false, nil
-	}
-	b, err := strconv.ParseBool(v)
-	if err != nil {
-		return false, problem.New(problem.Invalid, "query parameter %s must be true or false", name)
-	}
-	return b, nil
-}

@@ -133,6 +133,12 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger, opts Optio
 		return nil, fmt.Errorf("hooks: %w", err)
 	}
 	a.closers = append(a.closers, a.Hooks.Close)
+	// Ref updates Sluice makes itself (housekeeping's pack-refs) go through
+	// the hooks server like a push does, so the refs generation moves.
+	system := &auth.Principal{Name: "sluice"}
+	a.Repos.SetHookEnv(func(repoID int64) ([]string, func()) {
+		return a.Hooks.Register(hooks.Request{RepoID: repoID, Principal: system, Transport: "system"})
+	})
 
 	a.Jobs, err = jobs.New(a.DB, jobs.Config{NodeID: nodeID}, logger, a.Registry)
 	if err != nil {

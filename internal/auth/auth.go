@@ -72,7 +72,13 @@ func Anonymous() *Principal { return &Principal{Anonymous: true} }
 
 // IsAnonymous reports whether p carries no identity at all.
 func (p *Principal) IsAnonymous() bool {
-	return p == nil || p.Anonymous || (p.UserID == 0 && p.AccessKeyID == 0)
+	return p == nil || p.Anonymous || (p.UserID == 0 && p.AccessKeyID == 0 && p.AccessKeyRepoID == 0)
+}
+
+// isAccessKey reports whether p is an SSH access key. Either field makes
+// it one, so a half-filled principal is held to the narrower rules.
+func (p *Principal) isAccessKey() bool {
+	return !p.IsAnonymous() && (p.AccessKeyID != 0 || p.AccessKeyRepoID != 0)
 }
 
 // String names the principal for logs. It never contains a secret.
@@ -80,7 +86,7 @@ func (p *Principal) String() string {
 	switch {
 	case p.IsAnonymous():
 		return "anonymous"
-	case p.AccessKeyID != 0:
+	case p.isAccessKey():
 		return fmt.Sprintf("accesskey:%d", p.AccessKeyID)
 	case p.TokenID != 0:
 		return fmt.Sprintf("%s (token:%d)", p.Name, p.TokenID)
@@ -168,6 +174,9 @@ func New(st store.Store, logger *slog.Logger, reg prometheus.Registerer) *Servic
 			Help: "Authentication attempts by method (password, token, publickey) and outcome (success, failure, error).",
 		}, []string{"method", "outcome"}),
 	}
+	// Compute the dummy hash now rather than on the first unknown user,
+	// whose login would otherwise take twice as long as any other.
+	dummyHash()
 	if reg != nil {
 		if err := reg.Register(s.attempts); err != nil {
 			// Several services on one registry (tests, or a second

@@ -40,7 +40,7 @@ func (s *Service) Authorize(ctx context.Context, p *Principal, res Resource, a A
 		// with a zero repository; refuse the programming error outright.
 		return fmt.Errorf("authorize: resource without id")
 	}
-	if !p.IsAnonymous() && p.AccessKeyID != 0 {
+	if p.isAccessKey() {
 		return authorizeAccessKey(p, res, a)
 	}
 	// Reading something public needs no identity: answer before touching
@@ -197,7 +197,7 @@ func checkScope(p *Principal, a Action) error {
 		return nil
 	}
 	what := "access token"
-	if p.AccessKeyID != 0 {
+	if p.isAccessKey() {
 		what = "access key"
 	}
 	if scopeLevel(p) == levelNone {
@@ -230,7 +230,7 @@ func scopeLevel(p *Principal) level {
 		return levelAdmin
 	}
 	if p.Scope == "" {
-		if p.AccessKeyID != 0 {
+		if p.isAccessKey() {
 			// Access keys always have a scope; a missing one reads only.
 			return levelRead
 		}

@@ -54,6 +54,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -385,6 +386,8 @@ func (s *Server) serve() {
 
 func (s *Server) serveConn(conn net.Conn) {
 	defer conn.Close()
+	// Close must not wait out a caller that connected and went quiet.
+	defer context.AfterFunc(s.ctx, func() { conn.Close() })()
 	conn.SetDeadline(time.Now().Add(clientTimeout))
 	var req wireRequest
 	dec := json.NewDecoder(io.LimitReader(conn, maxWireRequest))
@@ -599,7 +602,7 @@ func (s *Server) postReceive(log *slog.Logger, r *registration, req *wireRequest
 		return wireResponse{Code: 1, Message: "sluice: malformed hook input"}, outcomeError
 	}
 	s.mu.Lock()
-	fns := append([]func(Request, []RefUpdate)(nil), s.onPushed...)
+	fns := slices.Clone(s.onPushed)
 	s.mu.Unlock()
 	for _, fn := range fns {
 		s.safely("OnPushed", func() { fn(r.req, updates) })
@@ -609,7 +612,7 @@ func (s *Server) postReceive(log *slog.Logger, r *registration, req *wireRequest
 
 func (s *Server) notifyRefsChanged(repoID int64, updates []RefUpdate) {
 	s.mu.Lock()
-	fns := append([]func(int64, []RefUpdate)(nil), s.onRefsChanged...)
+	fns := slices.Clone(s.onRefsChanged)
 	s.mu.Unlock()
 	for _, fn := range fns {
 		s.safely("OnRefsChanged", func() { fn(repoID, updates) })

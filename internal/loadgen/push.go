@@ -161,13 +161,12 @@ func commitObjects(branch, parent string, size int) ([]packObject, string, error
 	}
 	content := []byte(fmt.Sprintf("loadgen push to %s %x\n", branch, nonce))
 	// Pad to size; the first line, which makes the blob unique, stays.
+	first := len(content)
 	for len(content) < size {
 		content = append(content, hex.EncodeToString(nonce[:])...)
 		content = append(content, '\n')
 	}
-	if len(content) > size && size > 0 && len(content)-size < 33 {
-		content = content[:max(size, len(content)-33)]
-	}
+	content = content[:max(size, first)]
 	blob := packObject{typ: objBlob, data: content}
 	blobID := blob.oid()
 	tree := packObject{typ: objTree, data: append([]byte("100644 loadgen.txt\x00"), blobID[:]...)}

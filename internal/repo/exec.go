@@ -2,7 +2,6 @@ package repo
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -31,9 +30,6 @@ func (m *Manager) scan(ctx context.Context, cmd gitcmd.Cmd, fn func(r *bufio.Rea
 	defer cancel()
 	pr, pw := io.Pipe()
 	cmd.Stdout = pw
-	if cmd.Stderr == nil {
-		cmd.Stderr = &capped{max: 4 << 10}
-	}
 	p, err := m.git.Start(ctx, cmd)
 	if err != nil {
 		return err
@@ -57,43 +53,18 @@ func (m *Manager) scan(ctx context.Context, cmd gitcmd.Cmd, fn func(r *bufio.Rea
 		return nil
 	case fnErr != nil:
 		return fnErr
-	case waitErr != nil:
-		return gitError(waitErr, cmd.Stderr)
 	}
-	return nil
+	return waitErr
 }
 
 // output runs cmd and returns its standard output, which must stay under
 // maxMetadataOutput.
 func (m *Manager) output(ctx context.Context, cmd gitcmd.Cmd) ([]byte, error) {
-	var out []byte
-	err := m.scan(ctx, cmd, func(r *bufio.Reader) error {
-		var err error
-		out, err = io.ReadAll(r)
-		return err
-	})
+	out, err := m.git.OutputLimit(ctx, cmd, maxMetadataOutput)
+	if errors.Is(err, gitcmd.ErrOutputTooLarge) {
+		return nil, problem.Wrap(problem.TooLarge, err, fmt.Sprintf("git output exceeds %d bytes", maxMetadataOutput))
+	}
 	return out, err
-}
-
-func gitError(err error, stderr io.Writer) error {
-	if c, ok := stderr.(*capped); ok && c.buf.Len() > 0 {
-		return fmt.Errorf("%w: %s", err, bytes.TrimSpace(c.buf.Bytes()))
-	}
-	return err
-}
-
-// capped keeps the first max bytes written to it and discards the rest, so
-// a chatty stderr can be kept for the log without unbounded memory.
-type capped struct {
-	buf bytes.Buffer
-	max int
-}
-
-func (c *capped) Write(p []byte) (int, error) {
-	if room := c.max - c.buf.Len(); room > 0 {
-		c.buf.Write(p[:min(room, len(p))])
-	}
-	return len(p), nil
 }
 
 // limitReader fails with a TooLarge problem once more than n bytes were

@@ -119,10 +119,16 @@ func (m *Manager) HousekeepWithStats(ctx context.Context, id int64) (HousekeepSt
 			return st, fmt.Errorf("repack: %w", err)
 		}
 	}
-	if err := m.git.Run(ctx, gitcmd.Cmd{Dir: dir, Name: "commit-graph", Flags: []string{"write", "--reachable", "--changed-paths", "--split"}}); err != nil {
+	if err := m.git.Run(ctx, gitcmd.Cmd{Dir: dir, Name: "commit-graph write", Flags: []string{"--reachable", "--changed-paths", "--split"}}); err != nil {
 		return st, fmt.Errorf("write commit-graph: %w", err)
 	}
-	if err := m.git.Run(ctx, gitcmd.Cmd{Dir: dir, Name: "pack-refs", Flags: []string{"--all"}}); err != nil {
+	// pack-refs runs a ref transaction, so git calls the
+	// reference-transaction hook: it must reach the hooks server like any
+	// other ref update (the refs generation moves, the pack cache follows).
+	env, done := m.withHookEnv(id)
+	err = m.git.Run(ctx, gitcmd.Cmd{Dir: dir, Name: "pack-refs", Flags: []string{"--all"}, Env: env})
+	done()
+	if err != nil {
 		return st, fmt.Errorf("pack refs: %w", err)
 	}
 

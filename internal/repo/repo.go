@@ -41,6 +41,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 
 	"github.com/sluice-scm/sluice/internal/gitcmd"
 	"github.com/sluice-scm/sluice/internal/problem"
@@ -49,9 +50,23 @@ import (
 // Manager creates, forks, deletes, maintains and reads repositories under
 // one root directory.
 type Manager struct {
-	root   string
-	git    *gitcmd.Runner
-	logger *slog.Logger
+	root    string
+	git     *gitcmd.Runner
+	logger  *slog.Logger
+	hookEnv func(repoID int64) (env []string, done func())
+}
+
+// SetHookEnv gives the Manager the environment that ties a git command to
+// the hooks server, for commands that may fire the reference-transaction
+// hook (pack-refs). The app sets it to a hooks registration with a system
+// principal; without it such commands run with no hook environment.
+func (m *Manager) SetHookEnv(fn func(repoID int64) (env []string, done func())) { m.hookEnv = fn }
+
+func (m *Manager) withHookEnv(id int64) ([]string, func()) {
+	if m.hookEnv == nil {
+		return nil, func() {}
+	}
+	return m.hookEnv(id)
 }
 
 // NewManager returns a Manager for the repositories under root.
@@ -133,18 +148,13 @@ func (m *Manager) build(ctx context.Context, id int64, fill func(tmp string) err
 	// os.Rename onto an existing non-empty directory fails, so two racing
 	// creators of the same id cannot both win.
 	if err := os.Rename(tmp, final); err != nil {
-		if errors.Is(err, fs.ErrExist) || isNotEmpty(err) {
+		if errors.Is(err, fs.ErrExist) || errors.Is(err, syscall.ENOTEMPTY) {
 			return problem.New(problem.Conflict, "repository %d already exists", id)
 		}
 		return fmt.Errorf("publish repository: %w", err)
 	}
 	ok = true
 	return nil
-}
-
-func isNotEmpty(err error) bool {
-	var le *os.LinkError
-	return errors.As(err, &le) && strings.Contains(le.Err.Error(), "not empty")
 }
 
 // Delete removes repository id. The directory is first renamed into the

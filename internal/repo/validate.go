@@ -28,7 +28,8 @@ func ValidateRefName(name string) error {
 // ValidateBranchName checks a short branch name ("main", "feature/x"), the
 // part after refs/heads/.
 func ValidateBranchName(name string) error {
-	if name == "HEAD" || !validRefName("refs/heads/"+name) {
+	// "@" alone means HEAD in revision syntax, so it cannot name a branch.
+	if name == "HEAD" || name == "@" || !validRefName("refs/heads/"+name) {
 		return problem.New(problem.Invalid, "invalid branch name %q", name)
 	}
 	return nil

@@ -5,10 +5,12 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"embed"
+	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
 	"net/url"
+	"os"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -27,9 +29,9 @@ var migrations embed.FS
 
 // migrateLockKey is the pg_advisory_lock key held while migrations run, so
 // that nodes starting together migrate one after the other. It is the
-// first 8 bytes of sha256("sluice/store/migrate"), fixed forever: nodes of
-// different versions must agree on it.
-const migrateLockKey int64 = 0x3a1f5c0de2b7a961
+// first 8 bytes of sha256("sluice/store/migrate") read as a big-endian
+// int64, fixed forever: nodes of different versions must agree on it.
+const migrateLockKey int64 = -0x323b49dd9618f2c8
 
 // busyTimeout bounds how long an SQLite writer waits for another one (the
 // admin CLI while a server runs, or concurrent pushes) before giving up
@@ -103,6 +105,21 @@ func openSQLite(path string, o options) (*DB, error) {
 	if path == "" || !filepath.IsAbs(path) {
 		return nil, problem.New(problem.Invalid, "sqlite database path %q must be absolute", path)
 	}
+	// The driver splits the DSN at the first '?'. A plain path (not a
+	// file: URI) is otherwise taken literally, '%' and '#' included.
+	if strings.Contains(path, "?") {
+		return nil, problem.New(problem.Invalid, "sqlite database path %q must not contain '?'", path)
+	}
+	// The file holds password and token hashes: create it private. SQLite
+	// gives its -wal and -shm files the same mode.
+	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+		return nil, fmt.Errorf("create database directory: %w", err)
+	}
+	if f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600); err == nil {
+		f.Close()
+	} else if !errors.Is(err, fs.ErrExist) {
+		return nil, problem.Wrap(problem.Unavailable, err, "database unavailable")
+	}
 	// Pragmas go in the DSN so that every pooled connection gets them, not
 	// only the first. synchronous=FULL because an acknowledged push must
 	// survive a power loss; NORMAL in WAL mode may lose the last commits.
@@ -116,7 +133,7 @@ func openSQLite(path string, o options) (*DB, error) {
 	// without waiting when another writer got in between.
 	q.Set("_txlock", "immediate")
 	q.Set("_time_format", "sqlite")
-	db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
+	db, err := sql.Open("sqlite", path+"?"+q.Encode())
 	if err != nil {
 		return nil, fmt.Errorf("open sqlite: %w", err)
 	}

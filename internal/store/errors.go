@@ -65,11 +65,13 @@ func isUnavailable(err error) bool {
 	if errors.As(err, &ce) {
 		return true
 	}
-	var ne net.Error
-	if errors.As(err, &ne) {
-		return true
+	// A caller's own deadline or cancellation is not the database's
+	// fault; only network-level failures below are.
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
 	}
-	return pgconn.Timeout(err) && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
+	var ne net.Error
+	return errors.As(err, &ne)
 }
 
 // fail turns a database error that no method-specific rule matched into the

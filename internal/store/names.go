@@ -130,8 +130,8 @@ func ValidateProjectKey(k string) error {
 }
 
 // ValidateRepoName checks a repository's display name: the common rules,
-// letters, digits, spaces and "._-" only, and a name that makes a valid
-// slug (the slug is derived from it).
+// letters, digits, spaces and "._-" only, no leading '.', and a name that
+// makes a valid slug (the slug is derived from it).
 func ValidateRepoName(name string) error {
 	if err := checkCommon("repository name", name, maxNameLen); err != nil {
 		return err
@@ -143,6 +143,9 @@ func ValidateRepoName(name string) error {
 	}
 	if strings.TrimSpace(name) != name {
 		return invalid("repository name", name, "must not begin or end with a space")
+	}
+	if strings.HasPrefix(name, ".") {
+		return invalid("repository name", name, "must not begin with '.'")
 	}
 	if err := ValidateSlug(Slugify(name)); err != nil {
 		return invalid("repository name", name, "does not make a valid slug: "+problem.Message(err))

@@ -5,12 +5,51 @@
 // Store is one interface with two implementations sharing one body of SQL:
 // SQLite (modernc.org/sqlite, the default, WAL mode with a busy timeout so
 // the admin CLI can write while a server runs) and PostgreSQL (pgx). The
-// schema is managed by goose migrations, one directory per dialect, written
-// expand/contract so two adjacent versions can run side by side. The same
-// test suite (storetest) runs against both.
+// queries are written once with ? placeholders and rebound to $n for
+// PostgreSQL; what the dialects do differently (column types, identity
+// columns) lives in the migrations only. Both dialects support what the
+// queries lean on: INSERT … RETURNING, ON CONFLICT … DO UPDATE with partial
+// unique indexes as targets, UNION ALL. The same test suite (storetest)
+// runs against both.
 //
-// Errors: a missing row is problem.NotFound, a unique-constraint violation is
-// problem.Conflict, a database that cannot be reached is problem.Unavailable.
+// SQLite is opened with synchronous=FULL (an acknowledged push survives a
+// power cut), foreign_keys on, a 10 s busy timeout and BEGIN IMMEDIATE for
+// write transactions, all set through the DSN so every pooled connection
+// gets them. Times are stored in UTC at microsecond precision.
+//
+// Case-insensitive names: user and group names are unique by
+// strings.ToLower(name), kept in a name_key column computed here rather
+// than by lower() in SQL, so both dialects fold the same way beyond ASCII.
+// Project keys are stored upper case and slugs lower case, and lookups
+// fold the caller's input the same way.
+//
+// # Migrations
+//
+// The schema is managed by goose migrations embedded in the binary, one
+// directory per dialect (migrations/sqlite, migrations/postgres) holding
+// the same version numbers. Open runs them; on PostgreSQL under a
+// session-level pg_advisory_lock so that nodes starting together migrate
+// one at a time. Migrations are expand/contract, because during a rolling
+// upgrade release N and N+1 run against the same database:
+//
+//   - expand (release N+1): add tables, nullable or defaulted columns and
+//     indexes; never rename or drop anything release N still reads, never
+//     add a constraint that release N's writes would break;
+//   - migrate: N+1 writes both the old and the new shape and backfills in
+//     a job, not inside the migration (which holds the lock);
+//   - contract (release N+2 or later): drop what no running release uses.
+//
+// A migration that must rewrite a large table says so in its comment.
+// Permission names are validated in Go, not by CHECK constraints, so a new
+// permission needs no migration. Ids are never reused (identity columns,
+// SQLite AUTOINCREMENT): a repository's directory derives from its id.
+//
+// Errors: a missing row is problem.NotFound ("repository not found"), a
+// unique-constraint violation is problem.Conflict, a bad name is
+// problem.Invalid (see names.go), a database that cannot be reached, a
+// lost session or an SQLite lock held past the busy timeout is
+// problem.Unavailable. Anything else is an internal error that wraps the
+// driver's for the log.
 package store
 
 import (
@@ -245,4 +284,8 @@ type Store interface {
 	// Settings: small named JSON documents (rate limits, host keys, …).
 	GetSetting(ctx context.Context, name string) (string, error) // NotFound when unset
 	PutSetting(ctx context.Context, name, value string) error
+	// PutSettingIfAbsent stores value under name only when name is unset
+	// and reports whether it did. Nodes starting at once use it to agree
+	// on one value (the SSH host keys): the loser reads the winner's.
+	PutSettingIfAbsent(ctx context.Context, name, value string) (bool, error)
 }

@@ -1,4 +1,4 @@
-package testbed
+package pgtest
 
 import (
 	"context"
@@ -7,13 +7,13 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-func TestMain(m *testing.M) { MainWithPostgres(m) }
+func TestMain(m *testing.M) { Main(m) }
 
 func TestPostgresURLFreshDatabase(t *testing.T) {
 	ctx := context.Background()
 	var names [2]string
 	for i := range names {
-		u := PostgresURL(t)
+		u := URL(t)
 		conn, err := pgx.Connect(ctx, u)
 		if err != nil {
 			t.Fatal(err)
@@ -42,7 +42,7 @@ func TestPostgresURLFreshDatabase(t *testing.T) {
 func TestPostgresURLDropsDatabase(t *testing.T) {
 	var name string
 	t.Run("inner", func(t *testing.T) {
-		conn, err := pgx.Connect(context.Background(), PostgresURL(t))
+		conn, err := pgx.Connect(context.Background(), URL(t))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -52,8 +52,11 @@ func TestPostgresURLDropsDatabase(t *testing.T) {
 		}
 	})
 	pg.mu.Lock()
-	admin := pg.adminURL
+	admin, skip := pg.adminURL, pg.skip
 	pg.mu.Unlock()
+	if skip != "" {
+		t.Skip(skip)
+	}
 	conn, err := pgx.Connect(context.Background(), admin)
 	if err != nil {
 		t.Fatal(err)

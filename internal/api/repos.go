@@ -1,0 +1,375 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"strings"
+
+	"github.com/sluice-scm/sluice/internal/auth"
+	"github.com/sluice-scm/sluice/internal/problem"
+	"github.com/sluice-scm/sluice/internal/repo"
+	"github.com/sluice-scm/sluice/internal/store"
+)
+
+type projectRef struct {
+	Key string `json:"key"`
+}
+
+type repoBody struct {
+	Name          *string     `json:"name"`
+	ScmID         *string     `json:"scmId"`
+	Description   *string     `json:"description"`
+	Public        *bool       `json:"public"`
+	DefaultBranch *string     `json:"defaultBranch"`
+	Project       *projectRef `json:"project"`
+}
+
+// repoWithOrigin renders r, and its fork origin when the caller may see it.
+func (c *call) repoWithOrigin(r *store.Repository, proj *store.Project) (repoJSON, error) {
+	out := c.s.repoJSON(r, proj)
+	if r.ForkOf == 0 {
+		return out, nil
+	}
+	origin, err := c.s.Store.RepoByID(c.ctx, r.ForkOf)
+	if problem.Is(err, problem.NotFound) {
+		return out, nil
+	}
+	if err != nil {
+		return out, err
+	}
+	ok, err := c.canSee(auth.Resource{Repo: origin})
+	if err != nil || !ok {
+		return out, err
+	}
+	oj := c.s.repoJSON(origin, c.projectByID(origin.ProjectID))
+	out.Origin = &oj
+	return out, nil
+}
+
+// projectByID reads a project for rendering; a failure falls back to what
+// the repository row knows (the key), which is not worth failing a listing.
+func (c *call) projectByID(id int64) *store.Project {
+	p, err := c.s.Store.ProjectByID(c.ctx, id)
+	if err != nil {
+		return nil
+	}
+	return p
+}
+
+// projectCache avoids reading the same project once per repository of a
+// listing.
+type projectCache struct {
+	c    *call
+	byID map[int64]*store.Project
+}
+
+func (pc *projectCache) get(id int64) *store.Project {
+	if p, ok := pc.byID[id]; ok {
+		return p
+	}
+	p := pc.c.projectByID(id)
+	pc.byID[id] = p
+	return p
+}
+
+func (c *call) listProjectRepos() error {
+	pg, err := c.page()
+	if err != nil {
+		return err
+	}
+	proj, err := c.s.Store.ProjectByKey(c.ctx, c.path("key"))
+	if problem.Is(err, problem.NotFound) {
+		return c.hidden(msgProjectNotFound)
+	}
+	if err != nil {
+		return err
+	}
+	// Project read implies read on every repository in it; without it the
+	// caller may still hold grants on single repositories (or some are
+	// public), and sees exactly those.
+	projErr := c.authorize(auth.Resource{Project: proj}, auth.Read)
+	if projErr != nil && !problem.Is(projErr, problem.NotFound) && !problem.Is(projErr, problem.Unauthenticated) {
+		return projErr
+	}
+	page, err := filteredPage(pg,
+		func(p store.Page) ([]store.Repository, error) { return c.s.Store.ListRepos(c.ctx, proj.ID, p) },
+		func(r *store.Repository) (bool, error) {
+			if projErr == nil {
+				return true, nil
+			}
+			return c.canSee(auth.Resource{Repo: r, Project: proj})
+		})
+	if err != nil {
+		return err
+	}
+	if projErr != nil && len(page.Values) == 0 && pg.Start == 0 {
+		// Nothing visible in a project the caller may not read: it does
+		// not exist for them.
+		return projErr
+	}
+	return c.json(mapPage(page, func(r store.Repository) repoJSON { return c.s.repoJSON(&r, proj) }))
+}
+
+func (c *call) listAllRepos() error {
+	pg, err := c.page()
+	if err != nil {
+		return err
+	}
+	admin := c.isAdmin()
+	filter := c.query("name")
+	projectKey := c.query("projectkey")
+	page, err := filteredPage(pg,
+		func(p store.Page) ([]store.Repository, error) { return c.s.Store.ListAllRepos(c.ctx, filter, p) },
+		func(r *store.Repository) (bool, error) {
+			if projectKey != "" && !strings.EqualFold(projectKey, r.ProjectKey) {
+				return false, nil
+			}
+			if admin {
+				return true, nil
+			}
+			return c.canSee(auth.Resource{Repo: r})
+		})
+	if err != nil {
+		return err
+	}
+	pc := &projectCache{c: c, byID: map[int64]*store.Project{}}
+	return c.json(mapPage(page, func(r store.Repository) repoJSON { return c.s.repoJSON(&r, pc.get(r.ProjectID)) }))
+}
+
+func (c *call) createRepo() error {
+	proj, err := c.projectFor(auth.Write)
+	if err != nil {
+		return err
+	}
+	var b repoBody
+	if err := c.decode(&b, false); err != nil {
+		return err
+	}
+	if b.ScmID != nil && *b.ScmID != "" && *b.ScmID != "git" {
+		return problem.New(problem.Invalid, "scmId must be \"git\"")
+	}
+	r := store.Repository{ProjectID: proj.ID, ProjectKey: proj.Key}
+	if b.Name != nil {
+		r.Name = *b.Name
+	}
+	if err := store.ValidateRepoName(r.Name); err != nil {
+		return err
+	}
+	if b.Description != nil {
+		r.Description = *b.Description
+	}
+	if err := checkText("repository description", r.Description, 4000); err != nil {
+		return err
+	}
+	if b.Public != nil {
+		r.Public = *b.Public
+	}
+	if b.DefaultBranch != nil && *b.DefaultBranch != "" {
+		ref, err := branchRef("defaultBranch", *b.DefaultBranch)
+		if err != nil {
+			return err
+		}
+		r.DefaultBranch = strings.TrimPrefix(ref, "refs/heads/")
+	}
+	if err := repo.Provision(c.ctx, c.s.Store, c.s.Repos, &r); err != nil {
+		return err
+	}
+	c.s.logger.Info("repository created", "project", proj.Key, "repo", r.Slug, "repo_id", r.ID, "principal", c.p.String())
+	return c.jsonStatus(http.StatusCreated, c.s.repoJSON(&r, proj))
+}
+
+func (c *call) getRepo() error {
+	proj, r, err := c.repoFor(auth.Read)
+	if err != nil {
+		return err
+	}
+	out, err := c.repoWithOrigin(r, proj)
+	if err != nil {
+		return err
+	}
+	return c.json(out)
+}
+
+// updateRepo renames (a new name gives a new slug, as in Bitbucket),
+// changes the description or visibility, or moves the repository to
+// another project the caller may write to.
+func (c *call) updateRepo() error {
+	proj, r, err := c.repoFor(auth.Admin)
+	if err != nil {
+		return err
+	}
+	var b repoBody
+	if err := c.decode(&b, false); err != nil {
+		return err
+	}
+	if b.Name != nil && *b.Name != r.Name {
+		if err := store.ValidateRepoName(*b.Name); err != nil {
+			return err
+		}
+		r.Name = *b.Name
+		r.Slug = store.Slugify(*b.Name)
+		if err := store.ValidateSlug(r.Slug); err != nil {
+			return err
+		}
+	}
+	if b.Description != nil {
+		if err := checkText("repository description", *b.Description, 4000); err != nil {
+			return err
+		}
+		r.Description = *b.Description
+	}
+	if b.Public != nil {
+		r.Public = *b.Public
+	}
+	if b.DefaultBranch != nil && *b.DefaultBranch != "" {
+		// The default branch has its own endpoint (it moves HEAD); here it
+		// is accepted only when unchanged, so a round-tripped GET body works.
+		if strings.TrimPrefix(*b.DefaultBranch, "refs/heads/") != r.DefaultBranch {
+			return problem.New(problem.Invalid, "defaultBranch is changed through the default-branch resource")
+		}
+	}
+	target := proj
+	if b.Project != nil && b.Project.Key != "" && !strings.EqualFold(b.Project.Key, proj.Key) {
+		dst, err := c.s.Store.ProjectByKey(c.ctx, b.Project.Key)
+		if problem.Is(err, problem.NotFound) {
+			return c.hidden(msgProjectNotFound)
+		}
+		if err != nil {
+			return err
+		}
+		if err := c.authorize(auth.Resource{Project: dst}, auth.Write); err != nil {
+			return err
+		}
+		r.ProjectID, target = dst.ID, dst
+	}
+	if err := c.s.Store.UpdateRepo(c.ctx, r); err != nil {
+		return err
+	}
+	c.s.logger.Info("repository updated", "repo_id", r.ID, "project", target.Key, "repo", r.Slug, "principal", c.p.String())
+	out, err := c.repoWithOrigin(r, target)
+	if err != nil {
+		return err
+	}
+	return c.json(out)
+}
+
+func (c *call) deleteRepo() error {
+	_, r, err := c.repoFor(auth.Admin)
+	if err != nil {
+		return err
+	}
+	// Forks borrow this repository's objects through alternates; deleting
+	// it would break them (repo.Manager.Delete says so).
+	forks, err := c.forksOf(r.ID)
+	if err != nil {
+		return err
+	}
+	if forks > 0 {
+		return problem.New(problem.Conflict, "repository %q has %d fork(s); delete them first", r.Slug, forks)
+	}
+	// The row goes first: from then on nobody can reach the repository,
+	// and a failure removing the directory leaves only garbage on disk,
+	// never a repository in the database without its data.
+	if err := c.s.Store.DeleteRepo(c.ctx, r.ID); err != nil {
+		return err
+	}
+	if err := c.s.Repos.Delete(context.WithoutCancel(c.ctx), r.ID); err != nil {
+		c.s.logger.Error("remove deleted repository from disk", "repo_id", r.ID, "err", err)
+	}
+	c.s.logger.Info("repository deleted", "repo_id", r.ID, "project", r.ProjectKey, "repo", r.Slug, "principal", c.p.String())
+	// Bitbucket answers 202: deletion is accepted.
+	c.w.WriteHeader(http.StatusAccepted)
+	return nil
+}
+
+type forkBody struct {
+	Name        *string     `json:"name"`
+	Description *string     `json:"description"`
+	Public      *bool       `json:"public"`
+	Project     *projectRef `json:"project"`
+}
+
+// forkRepo is Bitbucket's fork endpoint (POST on the repository). Sluice
+// has no personal projects, so a fork lands in the project the body names,
+// or in the origin's own project under another name.
+func (c *call) forkRepo() error {
+	proj, origin, err := c.repoFor(auth.Read)
+	if err != nil {
+		return err
+	}
+	var b forkBody
+	if err := c.decode(&b, true); err != nil {
+		return err
+	}
+	target := proj
+	if b.Project != nil && b.Project.Key != "" && !strings.EqualFold(b.Project.Key, proj.Key) {
+		target, err = c.s.Store.ProjectByKey(c.ctx, b.Project.Key)
+		if problem.Is(err, problem.NotFound) {
+			return c.hidden(msgProjectNotFound)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := c.authorize(auth.Resource{Project: target}, auth.Write); err != nil {
+		if target == proj && problem.Is(err, problem.NotFound) {
+			// The caller reads a repository of this project, so its
+			// existence is no secret; say what is missing.
+			return problem.New(problem.Forbidden, "you do not have permission to create repositories in project %q", proj.Key)
+		}
+		return err
+	}
+	fork := store.Repository{
+		ProjectID: target.ID, ProjectKey: target.Key, Name: origin.Name,
+		Description: origin.Description, DefaultBranch: origin.DefaultBranch, ForkOf: origin.ID,
+	}
+	if b.Name != nil && *b.Name != "" {
+		fork.Name = *b.Name
+	}
+	if err := store.ValidateRepoName(fork.Name); err != nil {
+		return err
+	}
+	if b.Description != nil {
+		if err := checkText("repository description", *b.Description, 4000); err != nil {
+			return err
+		}
+		fork.Description = *b.Description
+	}
+	if b.Public != nil {
+		fork.Public = *b.Public
+	}
+	if err := repo.Provision(c.ctx, c.s.Store, c.s.Repos, &fork); err != nil {
+		return err
+	}
+	// Refs appeared without a ref transaction; readers caching by
+	// generation must see a new one.
+	if err := c.s.Store.BumpGeneration(c.ctx, fork.ID); err != nil {
+		c.s.logger.Warn("bump generation after fork", "repo_id", fork.ID, "err", err)
+	}
+	c.s.logger.Info("repository forked", "origin_id", origin.ID, "repo_id", fork.ID, "principal", c.p.String())
+	out := c.s.repoJSON(&fork, target)
+	oj := c.s.repoJSON(origin, proj)
+	out.Origin = &oj
+	return c.jsonStatus(http.StatusCreated, out)
+}
+
+// forksOf counts the repositories forked from id. The store has no index
+// for this question, so it reads every repository in batches; deleting a
+// repository is rare enough for that.
+func (c *call) forksOf(id int64) (int, error) {
+	n := 0
+	for offset := 0; ; offset += filterBatch {
+		rows, err := c.s.Store.ListAllRepos(c.ctx, "", store.Page{Start: offset, Limit: filterBatch})
+		if err != nil {
+			return 0, err
+		}
+		for _, r := range rows {
+			if r.ForkOf == id {
+				n++
+			}
+		}
+		if len(rows) < filterBatch {
+			return n, nil
+		}
+	}
+}

@@ -1,0 +1,770 @@
+package hooks
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/sluice-scm/sluice/internal/auth"
+	"github.com/sluice-scm/sluice/internal/problem"
+	"github.com/sluice-scm/sluice/internal/store"
+)
+
+func TestMain(m *testing.M) {
+	// The git integration test points git's hooks at this test binary;
+	// in that role it is the hook program, as `sluice hook` is in
+	// production.
+	if os.Getenv("SLUICE_TEST_HOOK_MAIN") == "1" {
+		if len(os.Args) < 3 || os.Args[1] != "hook" {
+			fmt.Fprintln(os.Stderr, "usage: hook NAME ARGS…")
+			os.Exit(2)
+		}
+		os.Exit(RunClient(os.Args[2], os.Args[3:], os.Stdin, os.Stdout, os.Stderr, os.Environ()))
+	}
+	os.Exit(m.Run())
+}
+
+// fakeStore keeps the refs generation and ref transactions in memory with
+// the semantics store documents.
+type fakeStore struct {
+	store.Store
+
+	mu        sync.Mutex
+	gen       map[int64]int64
+	txns      map[int64]store.RefTxn
+	nextID    int64
+	failBegin bool
+	failEnd   bool
+	ended     map[int64]bool // txn id → committed
+}
+
+func newFakeStore() *fakeStore {
+	return &fakeStore{gen: map[int64]int64{}, txns: map[int64]store.RefTxn{}, ended: map[int64]bool{}}
+}
+
+func (f *fakeStore) RepoState(_ context.Context, repoID int64) (store.RepoState, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	st := store.RepoState{Generation: f.gen[repoID]}
+	for _, t := range f.txns {
+		if t.RepoID == repoID {
+			st.Pending++
+		}
+	}
+	return st, nil
+}
+
+func (f *fakeStore) BeginRefTxn(_ context.Context, repoID int64, nodeID, updates string) (int64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.failBegin {
+		return 0, problem.New(problem.Unavailable, "database unavailable")
+	}
+	f.nextID++
+	f.txns[f.nextID] = store.RefTxn{ID: f.nextID, RepoID: repoID, NodeID: nodeID, Updates: updates, CreatedAt: time.Now()}
+	f.gen[repoID]++
+	return f.nextID, nil
+}
+
+func (f *fakeStore) EndRefTxn(_ context.Context, id int64, committed bool) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.failEnd {
+		return problem.New(problem.Unavailable, "database unavailable")
+	}
+	t, ok := f.txns[id]
+	if !ok {
+		return problem.New(problem.NotFound, "ref transaction not found")
+	}
+	delete(f.txns, id)
+	f.gen[t.RepoID]++
+	f.ended[id] = committed
+	return nil
+}
+
+func (f *fakeStore) BumpGeneration(_ context.Context, repoID int64) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.gen[repoID]++
+	return nil
+}
+
+func (f *fakeStore) PendingRefTxns(_ context.Context, nodeID string) ([]store.RefTxn, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []store.RefTxn
+	for _, t := range f.txns {
+		if nodeID == "" || t.NodeID == nodeID {
+			out = append(out, t)
+		}
+	}
+	return out, nil
+}
+
+func (f *fakeStore) set(fn func()) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fn()
+}
+
+func state(t *testing.T, st store.Store, repoID int64) store.RepoState {
+	t.Helper()
+	s, err := st.RepoState(context.Background(), repoID)
+	if err != nil {
+		t.Fatalf("RepoState: %v", err)
+	}
+	return s
+}
+
+type testServer struct {
+	*Server
+	st  *fakeStore
+	reg *prometheus.Registry
+}
+
+func newTestServer(t *testing.T, cfg Config) *testServer {
+	t.Helper()
+	if cfg.NodeID == "" {
+		cfg.NodeID = "node-1"
+	}
+	if cfg.SocketDir == "" {
+		cfg.SocketDir = t.TempDir()
+	}
+	st := newFakeStore()
+	reg := prometheus.NewRegistry()
+	s, err := NewServer(cfg, st, nil, reg)
+	if err != nil {
+		t.Fatalf("NewServer: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return &testServer{Server: s, st: st, reg: reg}
+}
+
+// run calls RunClient as git would run the hook, with env on top of a
+// minimal environment.
+func run(t *testing.T, env []string, hook string, args []string, stdin string) (int, string) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	environ := append([]string{"PATH=/usr/bin:/bin"}, env...)
+	code := RunClient(hook, args, strings.NewReader(stdin), &stdout, &stderr, environ)
+	if stdout.Len() > 0 {
+		t.Errorf("hook wrote to stdout: %q", stdout.String())
+	}
+	return code, stderr.String()
+}
+
+func line(old, new, ref string) string { return old + " " + new + " " + ref + "\n" }
+
+type recordingPolicy struct {
+	mu      sync.Mutex
+	err     error
+	req     Request
+	updates []RefUpdate
+	qenv    []string
+}
+
+func (p *recordingPolicy) CheckPush(_ context.Context, req Request, updates []RefUpdate, qenv []string) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.req, p.updates, p.qenv = req, updates, qenv
+	return p.err
+}
+
+func TestPreReceive(t *testing.T) {
+	pushOpts := func(opts ...string) []string {
+		env := []string{fmt.Sprintf("GIT_PUSH_OPTION_COUNT=%d", len(opts))}
+		for i, o := range opts {
+			env = append(env, fmt.Sprintf("GIT_PUSH_OPTION_%d=%s", i, o))
+		}
+		return env
+	}
+	tests := []struct {
+		name      string
+		stdin     string
+		env       []string
+		policyErr error
+		wantCode  int
+		wantMsg   []string // substrings of stderr
+		outcome   string
+	}{
+		{name: "plain push", stdin: line(zero, oidA, "refs/heads/main"), outcome: outcomeOK},
+		{name: "option-like ref", stdin: line(zero, oidA, "refs/heads/main") + line(zero, oidA, "refs/heads/--output=x"),
+			wantCode: 1, wantMsg: []string{"ref name rule", `"refs/heads/--output=x"`, "'-'"}, outcome: outcomeRejected},
+		{name: "check-ref-format rule", stdin: line(zero, oidA, "refs/heads/a..b"),
+			wantCode: 1, wantMsg: []string{`"refs/heads/a..b"`, "'..'"}, outcome: outcomeRejected},
+		{name: "every bad ref named", stdin: line(zero, oidA, "refs/heads/-a") + line(zero, oidA, "refs/tags/-b"),
+			wantCode: 1, wantMsg: []string{"refs/heads/-a", "refs/tags/-b"}, outcome: outcomeRejected},
+		{name: "deleting a bad ref is refused too", stdin: line(oidA, zero, "refs/heads/-a"),
+			wantCode: 1, wantMsg: []string{"refs/heads/-a"}, outcome: outcomeRejected},
+		{name: "push options within limits", stdin: line(zero, oidA, "refs/heads/main"),
+			env: pushOpts("ci.skip", strings.Repeat("x", 8)), outcome: outcomeOK},
+		{name: "too many push options", stdin: line(zero, oidA, "refs/heads/main"),
+			env: pushOpts("a", "b", "c"), wantCode: 1, wantMsg: []string{"too many push options: 3 (limit 2)"}, outcome: outcomeRejected},
+		{name: "push option too long", stdin: line(zero, oidA, "refs/heads/main"),
+			env: pushOpts("ok", strings.Repeat("x", 9)), wantCode: 1, wantMsg: []string{"push option 2 is 9 bytes long (limit 8)"}, outcome: outcomeRejected},
+		{name: "huge option count", stdin: line(zero, oidA, "refs/heads/main"),
+			env: []string{"GIT_PUSH_OPTION_COUNT=1000000000"}, wantCode: 1, wantMsg: []string{"limit 2"}, outcome: outcomeRejected},
+		{name: "policy rejects", stdin: line(oidA, oidB, "refs/heads/main"),
+			policyErr: problem.New(problem.Forbidden, "branch permission \"no direct push\" forbids pushing to %q", "refs/heads/main"),
+			wantCode:  1, wantMsg: []string{`branch permission "no direct push"`, `"refs/heads/main"`}, outcome: outcomeRejected},
+		{name: "policy fails", stdin: line(oidA, oidB, "refs/heads/main"),
+			policyErr: errors.New("db down: secret detail"),
+			wantCode:  1, wantMsg: []string{"could not be checked"}, outcome: outcomeError},
+		{name: "malformed input", stdin: oidA + " refs/heads/main\n",
+			wantCode: 1, wantMsg: []string{"malformed"}, outcome: outcomeError},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newTestServer(t, Config{MaxPushOptions: 2, MaxPushOptionBytes: 8})
+			pol := &recordingPolicy{err: tt.policyErr}
+			s.SetPolicy(pol)
+			req := Request{RepoID: 7, Principal: &auth.Principal{UserID: 3, Name: "alice"}, Transport: "ssh"}
+			env, done := s.Register(req)
+			defer done()
+			qdir := t.TempDir()
+			env = append(env, tt.env...)
+			env = append(env, "GIT_QUARANTINE_PATH="+qdir, "GIT_OBJECT_DIRECTORY="+qdir,
+				"GIT_ALTERNATE_OBJECT_DIRECTORIES=/repos/007/7.git/objects")
+			code, stderr := run(t, env, "pre-receive", nil, tt.stdin)
+			if code != tt.wantCode {
+				t.Errorf("exit code = %d, want %d (stderr %q)", code, tt.wantCode, stderr)
+			}
+			for _, w := range tt.wantMsg {
+				if !strings.Contains(stderr, w) {
+					t.Errorf("stderr %q does not contain %q", stderr, w)
+				}
+			}
+			if strings.Contains(stderr, "secret detail") {
+				t.Errorf("stderr leaks an internal error: %q", stderr)
+			}
+			if tt.wantCode == 0 && stderr != "" {
+				t.Errorf("unexpected stderr %q", stderr)
+			}
+			if got := testutil.ToFloat64(s.metrics.calls.WithLabelValues("pre-receive", tt.outcome)); got != 1 {
+				t.Errorf("calls{pre-receive,%s} = %v, want 1", tt.outcome, got)
+			}
+			if got := state(t, s.st, 7); got.Generation != 0 || got.Pending != 0 {
+				t.Errorf("pre-receive changed the repo state: %+v", got)
+			}
+			// The policy runs only when the built-in rules pass, and then
+			// sees the request, the updates and the quarantine.
+			pol.mu.Lock()
+			defer pol.mu.Unlock()
+			if tt.outcome == outcomeOK || tt.policyErr != nil {
+				if pol.req.RepoID != 7 || pol.req.Principal.Name != "alice" || pol.req.Transport != "ssh" {
+					t.Errorf("policy saw request %+v", pol.req)
+				}
+				want, _ := ParseUpdates([]byte(tt.stdin))
+				if fmt.Sprint(pol.updates) != fmt.Sprint(want) {
+					t.Errorf("policy saw updates %v, want %v", pol.updates, want)
+				}
+				wantQ := []string{"GIT_QUARANTINE_PATH=" + qdir, "GIT_OBJECT_DIRECTORY=" + qdir,
+					"GIT_ALTERNATE_OBJECT_DIRECTORIES=/repos/007/7.git/objects"}
+				if fmt.Sprint(pol.qenv) != fmt.Sprint(wantQ) {
+					t.Errorf("policy saw quarantine %v, want %v", pol.qenv, wantQ)
+				}
+			} else if pol.updates != nil {
+				t.Errorf("policy ran although a built-in rule rejected the push")
+			}
+		})
+	}
+}
+
+func TestQuarantineEnvChecked(t *testing.T) {
+	s := newTestServer(t, Config{})
+	s.SetPolicy(&recordingPolicy{})
+	env, done := s.Register(Request{RepoID: 1})
+	defer done()
+	env = append(env, "GIT_OBJECT_DIRECTORY=relative/objects")
+	code, stderr := run(t, env, "pre-receive", nil, line(zero, oidA, "refs/heads/main"))
+	if code == 0 || !strings.Contains(stderr, "malformed hook environment") {
+		t.Errorf("relative object directory accepted: code %d, stderr %q", code, stderr)
+	}
+}
+
+func TestReferenceTransaction(t *testing.T) {
+	s := newTestServer(t, Config{})
+	var (
+		mu      sync.Mutex
+		changed []RefUpdate
+	)
+	s.OnRefsChanged(func(repoID int64, updates []RefUpdate) {
+		mu.Lock()
+		defer mu.Unlock()
+		if repoID != 42 {
+			t.Errorf("OnRefsChanged repo = %d, want 42", repoID)
+		}
+		changed = append(changed, updates...)
+	})
+	env, done := s.Register(Request{RepoID: 42})
+	defer done()
+	in := line(oidA, oidB, "refs/heads/main")
+
+	if code, stderr := run(t, env, "reference-transaction", []string{"prepared"}, in); code != 0 {
+		t.Fatalf("prepared: exit %d, %q", code, stderr)
+	}
+	if got := state(t, s.st, 42); got != (store.RepoState{Generation: 1, Pending: 1}) {
+		t.Errorf("after prepared: %+v, want generation 1, pending 1", got)
+	}
+	s.st.mu.Lock()
+	rec := s.st.txns[1]
+	s.st.mu.Unlock()
+	if rec.Updates != in || rec.NodeID != "node-1" {
+		t.Errorf("recorded txn %+v, want the hook input and the node id", rec)
+	}
+	if len(changed) != 0 {
+		t.Errorf("listeners told before commit: %v", changed)
+	}
+
+	if code, stderr := run(t, env, "reference-transaction", []string{"committed"}, in); code != 0 {
+		t.Fatalf("committed: exit %d, %q", code, stderr)
+	}
+	if got := state(t, s.st, 42); got != (store.RepoState{Generation: 2, Pending: 0}) {
+		t.Errorf("after committed: %+v, want generation 2, pending 0", got)
+	}
+	if !s.st.ended[1] {
+		t.Errorf("txn not ended as committed: %v", s.st.ended)
+	}
+	mu.Lock()
+	if len(changed) != 1 || changed[0] != (RefUpdate{oidA, oidB, "refs/heads/main"}) {
+		t.Errorf("OnRefsChanged got %v", changed)
+	}
+	mu.Unlock()
+
+	// An aborted transaction ends its record as not committed and tells
+	// nobody: no ref moved.
+	in2 := line(oidB, oidA, "refs/heads/main")
+	run(t, env, "reference-transaction", []string{"prepared"}, in2)
+	if code, _ := run(t, env, "reference-transaction", []string{"aborted"}, in2); code != 0 {
+		t.Errorf("aborted: exit %d", code)
+	}
+	if got := state(t, s.st, 42); got != (store.RepoState{Generation: 4, Pending: 0}) {
+		t.Errorf("after prepared+aborted: %+v, want generation 4, pending 0", got)
+	}
+	if committed, ok := s.st.ended[2]; !ok || committed {
+		t.Errorf("txn 2 ended = %v, %v; want ended as not committed", committed, ok)
+	}
+	mu.Lock()
+	if len(changed) != 1 {
+		t.Errorf("aborted transaction reached listeners: %v", changed)
+	}
+	mu.Unlock()
+
+	// Git aborts transactions that fail before the prepared hook: nothing
+	// to end, nothing to block.
+	if code, stderr := run(t, env, "reference-transaction", []string{"aborted"}, line(oidA, zero, "refs/heads/x")); code != 0 {
+		t.Errorf("aborted without prepared: exit %d, %q", code, stderr)
+	}
+	if got := state(t, s.st, 42); got.Generation != 4 || got.Pending != 0 {
+		t.Errorf("after lone aborted: %+v", got)
+	}
+	if got := testutil.ToFloat64(s.metrics.calls.WithLabelValues("reference-transaction", outcomeOK)); got != 5 {
+		t.Errorf("calls{reference-transaction,ok} = %v, want 5", got)
+	}
+	if got := testutil.CollectAndCount(s.metrics.duration); got != 1 {
+		t.Errorf("duration series = %d, want 1", got)
+	}
+}
+
+// Git 2.39 runs a nested packed-refs transaction with the same input when
+// a packed ref is deleted, and one transaction per ref without --atomic:
+// every prepared must be paired with its own end.
+func TestNestedTransactions(t *testing.T) {
+	s := newTestServer(t, Config{})
+	env, done := s.Register(Request{RepoID: 1})
+	defer done()
+	del := line(oidA, zero, "refs/heads/old")
+	other := line(zero, oidB, "refs/heads/new")
+	for _, step := range []struct{ phase, in string }{
+		{"prepared", del}, {"prepared", del}, {"prepared", other},
+		{"committed", del}, {"committed", other}, {"committed", del},
+	} {
+		if code, stderr := run(t, env, "reference-transaction", []string{step.phase}, step.in); code != 0 {
+			t.Fatalf("%s: exit %d, %q", step.phase, code, stderr)
+		}
+	}
+	if got := state(t, s.st, 1); got != (store.RepoState{Generation: 6, Pending: 0}) {
+		t.Errorf("state = %+v, want generation 6, pending 0", got)
+	}
+	for id := int64(1); id <= 3; id++ {
+		if !s.st.ended[id] {
+			t.Errorf("txn %d not ended as committed", id)
+		}
+	}
+}
+
+func TestPreparedStoreFailureAborts(t *testing.T) {
+	s := newTestServer(t, Config{})
+	s.st.set(func() { s.st.failBegin = true })
+	env, done := s.Register(Request{RepoID: 5})
+	defer done()
+	in := line(oidA, oidB, "refs/heads/main")
+	code, stderr := run(t, env, "reference-transaction", []string{"prepared"}, in)
+	if code == 0 {
+		t.Fatalf("prepared succeeded although the store failed")
+	}
+	if !strings.Contains(stderr, "could not be recorded") {
+		t.Errorf("stderr %q", stderr)
+	}
+	// Git then aborts the transaction, which must go through.
+	if code, _ := run(t, env, "reference-transaction", []string{"aborted"}, in); code != 0 {
+		t.Errorf("aborted after failed prepared: exit %d", code)
+	}
+	if got := state(t, s.st, 5); got != (store.RepoState{}) {
+		t.Errorf("state = %+v, want untouched", got)
+	}
+	if got := testutil.ToFloat64(s.metrics.calls.WithLabelValues("reference-transaction", outcomeError)); got != 1 {
+		t.Errorf("calls{reference-transaction,error} = %v, want 1", got)
+	}
+}
+
+func TestDoneEndsOpenTransactions(t *testing.T) {
+	s := newTestServer(t, Config{})
+	var changed int
+	s.OnRefsChanged(func(int64, []RefUpdate) { changed++ })
+	env, done := s.Register(Request{RepoID: 9})
+	in := line(oidA, oidB, "refs/heads/main")
+	if code, _ := run(t, env, "reference-transaction", []string{"prepared"}, in); code != 0 {
+		t.Fatal("prepared failed")
+	}
+	// git is killed here; its committed hook never runs.
+	done()
+	done() // idempotent
+	if got := state(t, s.st, 9); got != (store.RepoState{Generation: 2, Pending: 0}) {
+		t.Errorf("state = %+v, want generation 2, pending 0", got)
+	}
+	if committed, ok := s.st.ended[1]; !ok || committed {
+		t.Errorf("txn ended = %v, %v; want ended as not committed", committed, ok)
+	}
+	if changed != 1 {
+		t.Errorf("listeners told %d times, want 1 (the ref may have moved)", changed)
+	}
+	// The token is gone.
+	if code, stderr := run(t, env, "reference-transaction", []string{"prepared"}, in); code == 0 || !strings.Contains(stderr, "refused") {
+		t.Errorf("call after done: exit %d, %q", code, stderr)
+	}
+}
+
+func TestEndFailureRetriedAtDone(t *testing.T) {
+	s := newTestServer(t, Config{})
+	env, done := s.Register(Request{RepoID: 9})
+	in := line(oidA, oidB, "refs/heads/main")
+	run(t, env, "reference-transaction", []string{"prepared"}, in)
+	s.st.set(func() { s.st.failEnd = true })
+	run(t, env, "reference-transaction", []string{"committed"}, in)
+	if got := state(t, s.st, 9); got.Pending != 1 {
+		t.Fatalf("state = %+v, want the transaction still pending", got)
+	}
+	s.st.set(func() { s.st.failEnd = false })
+	done()
+	if got := state(t, s.st, 9); got.Pending != 0 {
+		t.Errorf("state = %+v, want the transaction ended at done", got)
+	}
+}
+
+func TestPostReceive(t *testing.T) {
+	s := newTestServer(t, Config{})
+	type pushed struct {
+		req     Request
+		updates []RefUpdate
+	}
+	var got []pushed
+	s.OnPushed(func(req Request, updates []RefUpdate) { got = append(got, pushed{req, updates}) })
+	s.OnPushed(func(Request, []RefUpdate) { panic("listener bug") })
+	s.OnPushed(func(req Request, updates []RefUpdate) { got = append(got, pushed{req, updates}) })
+	req := Request{RepoID: 3, Principal: &auth.Principal{Name: "bob"}, Transport: "http"}
+	env, done := s.Register(req)
+	defer done()
+	code, stderr := run(t, env, "post-receive", nil, line(zero, oidA, "refs/heads/main")+line(oidA, zero, "refs/tags/v1"))
+	if code != 0 || stderr != "" {
+		t.Fatalf("post-receive: exit %d, %q", code, stderr)
+	}
+	if len(got) != 2 {
+		t.Fatalf("listeners ran %d times, want 2 (a panicking one must not stop the others)", len(got))
+	}
+	if got[0].req.RepoID != 3 || got[0].req.Principal.Name != "bob" || len(got[0].updates) != 2 ||
+		!got[0].updates[0].Created() || !got[0].updates[1].Deleted() {
+		t.Errorf("listener got %+v", got[0])
+	}
+}
+
+func TestClientRefusals(t *testing.T) {
+	s := newTestServer(t, Config{})
+	env, done := s.Register(Request{RepoID: 1})
+	defer done()
+	in := line(oidA, oidB, "refs/heads/main")
+	badToken := []string{EnvSocket + "=" + s.SocketPath(), EnvToken + "=" + strings.Repeat("ab", 32)}
+	tests := []struct {
+		name     string
+		env      []string
+		hook     string
+		args     []string
+		wantCode int
+		wantMsg  string
+	}{
+		{"no environment", nil, "pre-receive", nil, 1, "hook called outside a sluice request"},
+		{"no token", env[:1], "reference-transaction", []string{"prepared"}, 1, "hook called outside a sluice request"},
+		{"aborted never blocks", nil, "reference-transaction", []string{"aborted"}, 0, "hook called outside a sluice request"},
+		{"unknown token", badToken, "pre-receive", nil, 1, "refused"},
+		{"server gone", []string{EnvSocket + "=" + filepath.Join(t.TempDir(), "none.sock"), EnvToken + "=x"}, "pre-receive", nil, 1, "unreachable"},
+		{"server gone, aborted", []string{EnvSocket + "=" + filepath.Join(t.TempDir(), "none.sock"), EnvToken + "=x"},
+			"reference-transaction", []string{"aborted"}, 0, "unreachable"},
+		{"unknown hook", env, "update", []string{"refs/heads/main", oidA, oidB}, 1, "unknown hook"},
+		{"bad push option count", append(env[:2:2], "GIT_PUSH_OPTION_COUNT=x"), "pre-receive", nil, 1, "GIT_PUSH_OPTION_COUNT"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, stderr := run(t, tt.env, tt.hook, tt.args, in)
+			if code != tt.wantCode || !strings.Contains(stderr, tt.wantMsg) {
+				t.Errorf("exit %d, stderr %q; want %d and %q", code, stderr, tt.wantCode, tt.wantMsg)
+			}
+		})
+	}
+	if got := state(t, s.st, 1); got != (store.RepoState{}) {
+		t.Errorf("refused calls changed state: %+v", got)
+	}
+}
+
+func TestReconcile(t *testing.T) {
+	s := newTestServer(t, Config{NodeID: "node-a"})
+	ctx := context.Background()
+	// A previous run of this node left two transactions open; another,
+	// live node has one in flight that must not be touched.
+	a1, _ := s.st.BeginRefTxn(ctx, 1, "node-a", line(oidA, oidB, "refs/heads/main"))
+	a2, _ := s.st.BeginRefTxn(ctx, 2, "node-a", line(zero, oidB, "refs/heads/x"))
+	b1, _ := s.st.BeginRefTxn(ctx, 1, "node-b", line(oidB, oidA, "refs/heads/y"))
+	if err := s.Reconcile(ctx); err != nil {
+		t.Fatalf("Reconcile: %v", err)
+	}
+	if got := state(t, s.st, 1); got != (store.RepoState{Generation: 3, Pending: 1}) {
+		t.Errorf("repo 1 = %+v, want generation 3 and node-b's transaction pending", got)
+	}
+	if got := state(t, s.st, 2); got != (store.RepoState{Generation: 2, Pending: 0}) {
+		t.Errorf("repo 2 = %+v, want generation 2, pending 0", got)
+	}
+	for _, id := range []int64{a1, a2} {
+		if committed, ok := s.st.ended[id]; !ok || committed {
+			t.Errorf("txn %d ended = %v, %v; want ended as not committed", id, committed, ok)
+		}
+	}
+	if _, ok := s.st.ended[b1]; ok {
+		t.Errorf("another node's transaction was ended")
+	}
+	// Nothing left: a second run is a no-op.
+	if err := s.Reconcile(ctx); err != nil {
+		t.Fatalf("second Reconcile: %v", err)
+	}
+	if got := state(t, s.st, 2); got.Generation != 2 {
+		t.Errorf("second Reconcile bumped the generation: %+v", got)
+	}
+}
+
+func TestServerSocket(t *testing.T) {
+	t.Run("requires a node id", func(t *testing.T) {
+		if _, err := NewServer(Config{SocketDir: t.TempDir()}, newFakeStore(), nil, nil); err == nil {
+			t.Fatal("NewServer accepted an empty node id")
+		}
+	})
+	t.Run("private and removed at close", func(t *testing.T) {
+		dir := t.TempDir()
+		s, err := NewServer(Config{SocketDir: dir, NodeID: "n"}, newFakeStore(), nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fi, err := os.Stat(s.SocketPath())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode()&os.ModeSocket == 0 || fi.Mode().Perm() != 0o600 {
+			t.Errorf("socket mode = %v, want a 0600 socket", fi.Mode())
+		}
+		if filepath.Dir(s.SocketPath()) != dir {
+			t.Errorf("socket %q not in %q", s.SocketPath(), dir)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(s.SocketPath()); !os.IsNotExist(err) {
+			t.Errorf("socket left behind: %v", err)
+		}
+	})
+	t.Run("long directory falls back to a temp dir", func(t *testing.T) {
+		long := filepath.Join(t.TempDir(), strings.Repeat("d", 90))
+		s, err := NewServer(Config{SocketDir: long, NodeID: "n"}, newFakeStore(), nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := s.SocketPath()
+		if len(path) >= maxSocketPath || strings.HasPrefix(path, long) {
+			t.Errorf("socket path %q (%d bytes)", path, len(path))
+		}
+		env, done := s.Register(Request{RepoID: 1})
+		code, stderr := run(t, env, "post-receive", nil, "")
+		done()
+		if code != 0 {
+			t.Errorf("call through the fallback socket: exit %d, %q", code, stderr)
+		}
+		s.Close()
+		if _, err := os.Stat(filepath.Dir(path)); !os.IsNotExist(err) {
+			t.Errorf("temp socket dir left behind: %v", err)
+		}
+	})
+	t.Run("two servers share a directory", func(t *testing.T) {
+		dir := t.TempDir()
+		a := newTestServer(t, Config{SocketDir: dir})
+		b := newTestServer(t, Config{SocketDir: dir})
+		if a.SocketPath() == b.SocketPath() {
+			t.Fatal("two servers got the same socket")
+		}
+		// A token is only good at the server that issued it.
+		env, done := a.Register(Request{RepoID: 1})
+		defer done()
+		env[0] = EnvSocket + "=" + b.SocketPath()
+		if code, _ := run(t, env, "post-receive", nil, ""); code == 0 {
+			t.Error("server b accepted server a's token")
+		}
+	})
+}
+
+func TestConcurrentCalls(t *testing.T) {
+	s := newTestServer(t, Config{})
+	const n = 16
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			env, done := s.Register(Request{RepoID: int64(100 + i)})
+			defer done()
+			in := line(zero, oidA, fmt.Sprintf("refs/heads/b%d", i))
+			for _, phase := range []string{"prepared", "committed"} {
+				var stderr bytes.Buffer
+				if code := RunClient("reference-transaction", []string{phase}, strings.NewReader(in), io.Discard, &stderr, env); code != 0 {
+					t.Errorf("%s: exit %d, %q", phase, code, stderr.String())
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for i := range n {
+		if got := state(t, s.st, int64(100+i)); got != (store.RepoState{Generation: 2}) {
+			t.Errorf("repo %d: %+v", 100+i, got)
+		}
+	}
+}
+
+// TestSQLiteStore runs the transaction hooks and Reconcile against the real
+// store, to hold the fake's semantics to the real ones.
+func TestSQLiteStore(t *testing.T) {
+	ctx := context.Background()
+	db, err := store.Open(ctx, "sqlite://"+filepath.Join(t.TempDir(), "sluice.db"), nil)
+	if err != nil {
+		t.Fatalf("store.Open: %v", err)
+	}
+	defer db.Close()
+	p := &store.Project{Key: "PRJ", Name: "Project"}
+	if err := db.CreateProject(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	r := &store.Repository{ProjectID: p.ID, Slug: "repo", Name: "repo", DefaultBranch: "main"}
+	if err := db.CreateRepo(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	before := state(t, db, r.ID)
+
+	s, err := NewServer(Config{SocketDir: t.TempDir(), NodeID: "node-1"}, db, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	env, done := s.Register(Request{RepoID: r.ID})
+	in := line(zero, oidA, "refs/heads/main")
+	if code, stderr := run(t, env, "reference-transaction", []string{"prepared"}, in); code != 0 {
+		t.Fatalf("prepared: exit %d, %q", code, stderr)
+	}
+	if got := state(t, db, r.ID); got.Generation != before.Generation+1 || got.Pending != 1 {
+		t.Errorf("after prepared: %+v (before %+v)", got, before)
+	}
+	if code, stderr := run(t, env, "reference-transaction", []string{"committed"}, in); code != 0 {
+		t.Fatalf("committed: exit %d, %q", code, stderr)
+	}
+	done()
+	if got := state(t, db, r.ID); got.Generation != before.Generation+2 || got.Pending != 0 {
+		t.Errorf("after committed: %+v (before %+v)", got, before)
+	}
+	if repo, err := db.RepoByID(ctx, r.ID); err != nil || repo.PushedAt.IsZero() {
+		t.Errorf("PushedAt not set by a committed transaction: %+v, %v", repo, err)
+	}
+
+	// A crash between prepared and committed leaves a record that the next
+	// start ends.
+	if _, err := db.BeginRefTxn(ctx, r.ID, "node-1", in); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Reconcile(ctx); err != nil {
+		t.Fatalf("Reconcile: %v", err)
+	}
+	if got := state(t, db, r.ID); got.Generation != before.Generation+4 || got.Pending != 0 {
+		t.Errorf("after Reconcile: %+v (before %+v)", got, before)
+	}
+}
+
+func TestSilentPeers(t *testing.T) {
+	t.Run("client gives up on a silent server", func(t *testing.T) {
+		sock := filepath.Join(t.TempDir(), "s.sock")
+		ln, err := net.Listen("unix", sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		go func() {
+			c, err := ln.Accept()
+			if err == nil {
+				defer c.Close()
+				io.Copy(io.Discard, c) // reads, never answers
+			}
+		}()
+		start := time.Now()
+		_, err = call(sock, &wireRequest{Token: "x", Hook: "pre-receive"}, 200*time.Millisecond)
+		if err == nil {
+			t.Fatal("call to a silent server succeeded")
+		}
+		if d := time.Since(start); d > 5*time.Second {
+			t.Errorf("call took %v, want about its 200ms timeout", d)
+		}
+	})
+	t.Run("close does not wait for a silent client", func(t *testing.T) {
+		s, err := NewServer(Config{SocketDir: t.TempDir(), NodeID: "n"}, newFakeStore(), nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := net.Dial("unix", s.SocketPath())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.Write([]byte(`{"token":`)) // and nothing more
+		time.Sleep(50 * time.Millisecond)
+		start := time.Now()
+		s.Close()
+		if d := time.Since(start); d > 5*time.Second {
+			t.Errorf("Close took %v", d)
+		}
+	})
+}

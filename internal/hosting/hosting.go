@@ -1,0 +1,626 @@
+// Package hosting is the one git service runner shared by every transport.
+//
+// A transport (githttp, sshd) parses its request, authenticates the caller
+// and describes the operation as an Op; from there every transport takes the
+// same path, in the order DESIGN.md gives:
+//
+//  1. resolve the repository and Authorize the principal (read for
+//     upload-pack and upload-archive, write for receive-pack). A repository
+//     the caller may not read and a missing one give the same error;
+//  2. rate-limit the principal (Admission.RateLimit);
+//  3. for stateless upload-pack requests and advertisements, let the pack
+//     cache answer (Cache) — a hit starts no git process;
+//  4. take a hosting ticket (Admission.Admit), queueing when the node is
+//     saturated;
+//  5. run git through gitcmd, with GIT_PROTOCOL and, for receive-pack, the
+//     hooks environment that ties the push to this request.
+//
+// Errors raised before git wrote anything are problem errors the transport
+// renders in its own way (an HTTP status, an ERR pkt-line, an SSH exit
+// status). Once output has started the protocol offers no clean way to
+// report a failure, so later errors are logged and returned for the
+// transport to abort the stream.
+//
+// Every operation ends with exactly one structured log line and one count in
+// sluice_git_operations_total; secrets never reach either.
+//
+// Stdin is handed to git through an os.Pipe that this package feeds, not
+// through exec's own copier: exec.Cmd.Wait waits for its copier, which would
+// block on an SSH session or an HTTP body that the client keeps open after
+// git has exited. Owning the pipe also lets a read error on the client's side
+// (a disconnect mid-push, a body over its limit, a malformed pkt-line) kill
+// git at once and become the error the user sees, instead of git's less
+// helpful "the remote end hung up unexpectedly".
+package hosting
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluice-scm/sluice/internal/auth"
+	"github.com/sluice-scm/sluice/internal/gitcmd"
+	"github.com/sluice-scm/sluice/internal/hooks"
+	"github.com/sluice-scm/sluice/internal/problem"
+	"github.com/sluice-scm/sluice/internal/repo"
+	"github.com/sluice-scm/sluice/internal/store"
+)
+
+// Git services a transport may ask for.
+const (
+	UploadPack    = "git-upload-pack"
+	ReceivePack   = "git-receive-pack"
+	UploadArchive = "git-upload-archive"
+)
+
+// Op describes one git operation as a transport received it.
+type Op struct {
+	Principal  *auth.Principal
+	ProjectKey string // as the client wrote it; matched case-insensitively
+	Slug       string
+	// Service is UploadPack, ReceivePack or UploadArchive.
+	Service string
+	// Protocol is the client's GIT_PROTOCOL value (the Git-Protocol HTTP
+	// header, the SSH GIT_PROTOCOL env request). A value gitcmd.ValidProtocol
+	// refuses is dropped, not refused: git itself ignores what it does not
+	// understand and answers in protocol v0, which every client speaks.
+	Protocol string
+	// Transport is "http" or "ssh"; it labels logs and metrics.
+	Transport  string
+	RemoteAddr string
+	// Stateless runs git with --stateless-rpc: one request, one response
+	// (smart HTTP). SSH sessions are not stateless.
+	Stateless bool
+	// Advertisement is set by AdvertiseRefs on the Op it hands to Admission
+	// and Cache, so they can tell a ref advertisement from a fetch or push.
+	Advertisement bool
+	// Stderr, when set, receives git's stderr and queueing messages; SSH
+	// passes the session's stderr, which the user sees. HTTP leaves it nil:
+	// stateless git has no side channel, and its stderr goes to the log.
+	Stderr io.Writer
+}
+
+// Admission decides whether an operation may run now. The throttle package
+// implements it; nil admits everything.
+type Admission interface {
+	// Admit takes a hosting ticket for op, waiting (bounded) when the node is
+	// saturated; progress receives human-readable queueing messages. The
+	// returned release gives the ticket back. A refusal is a problem error,
+	// usually Throttled with a RetryAfter.
+	Admit(ctx context.Context, p *auth.Principal, op Op, progress func(msg string)) (release func(), err error)
+	// RateLimit charges one git operation to p (remote identifies an
+	// anonymous caller) and returns a Throttled problem when over budget.
+	RateLimit(ctx context.Context, p *auth.Principal, remote string) error
+}
+
+// CacheRequest is what the pack cache needs to key and answer one request.
+type CacheRequest struct {
+	Repo *store.Repository
+	Op   Op
+	// Protocol is the validated GIT_PROTOCOL value ("" for v0).
+	Protocol string
+	// Body is the whole stateless request body; nil for advertisements.
+	Body []byte
+}
+
+// Generate produces, into w, exactly what git answers to the request now. It
+// takes a hosting ticket first, so a cache calls it only on a miss.
+type Generate func(ctx context.Context, w io.Writer) error
+
+// Cache answers stateless upload-pack requests and advertisements from
+// earlier answers. The packcache package implements it; nil disables it.
+//
+// Serve either answers the request (handled true), writing to w what git
+// would write — from storage on a hit, or by calling generate on a miss
+// (coalescing identical requests as it likes) — or declines without writing
+// anything (handled false), and hosting runs git itself. An error with
+// handled true is reported like a git failure.
+type Cache interface {
+	Serve(ctx context.Context, req *CacheRequest, w io.Writer, generate Generate) (handled bool, err error)
+}
+
+// Deps are the Service's collaborators. Admission and Cache may be nil.
+type Deps struct {
+	Store      store.Store
+	Auth       *auth.Service
+	Repos      *repo.Manager
+	Git        *gitcmd.Runner
+	Hooks      *hooks.Server
+	Logger     *slog.Logger
+	Registerer prometheus.Registerer
+	Admission  Admission
+	Cache      Cache
+}
+
+// Service runs git services for transports.
+type Service struct {
+	d        Deps
+	logger   *slog.Logger
+	ops      *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+}
+
+// New builds a Service. Metrics are registered on d.Registerer when set; a
+// second Service on the same registry shares the first one's collectors.
+func New(d Deps) *Service {
+	logger := d.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Service{
+		d:      d,
+		logger: logger.With("component", "hosting"),
+		ops: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_git_operations_total",
+			Help: "Git hosting operations by transport, command and outcome.",
+		}, []string{"transport", "command", "outcome"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "sluice_git_operation_duration_seconds",
+			Help: "Duration of git hosting operations, from authorization to the last byte.",
+			// From a ref advertisement (milliseconds) to a large clone
+			// on a slow link (minutes).
+			Buckets: prometheus.ExponentialBuckets(0.005, 4, 10),
+		}, []string{"transport", "command"}),
+	}
+	if d.Registerer != nil {
+		s.ops = register(d.Registerer, s.ops)
+		s.duration = register(d.Registerer, s.duration)
+	}
+	return s
+}
+
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
+	if err := reg.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if existing, ok := are.ExistingCollector.(C); ok {
+				return existing
+			}
+		}
+		panic(fmt.Sprintf("register metric: %v", err))
+	}
+	return c
+}
+
+// Resolve finds the repository projectKey/slug and checks that p may do a
+// on it. A missing repository and one p may not read give the same error:
+// NotFound "repository not found" for an authenticated caller,
+// Unauthenticated for an anonymous one (who may see it after logging in).
+func (s *Service) Resolve(ctx context.Context, p *auth.Principal, projectKey, slug string, a auth.Action) (*store.Repository, error) {
+	if p == nil {
+		return nil, problem.New(problem.Internal, "no principal")
+	}
+	r, err := s.d.Store.RepoBySlug(ctx, projectKey, slug)
+	if err != nil {
+		if problem.Is(err, problem.NotFound) {
+			return nil, notFound(p)
+		}
+		return nil, err
+	}
+	if err := s.d.Auth.Authorize(ctx, p, auth.Resource{Repo: r}, a); err != nil {
+		switch problem.KindOf(err) {
+		case problem.NotFound:
+			return nil, notFound(p)
+		case problem.Forbidden:
+			// Anonymous callers who may read but not write (a push to a
+			// public repository) are asked to log in: git answers a 401
+			// by retrying with credentials, a 403 by giving up.
+			if p.Anonymous {
+				return nil, problem.Wrap(problem.Unauthenticated, err, "authentication required")
+			}
+		}
+		return nil, err
+	}
+	return r, nil
+}
+
+func notFound(p *auth.Principal) error {
+	if p.Anonymous {
+		return problem.New(problem.Unauthenticated, "authentication required")
+	}
+	return problem.New(problem.NotFound, "repository not found")
+}
+
+// AdvertiseRefs writes the ref advertisement for op.Service (upload-pack or
+// receive-pack) as smart HTTP's GET info/refs returns it: git's
+// --advertise-refs output, preceded for protocols v0 and v1 by the
+// "# service=…" pkt-line and a flush. A protocol v2 upload-pack
+// advertisement is git's capability list alone, as git http-backend does.
+func (s *Service) AdvertiseRefs(ctx context.Context, op Op, w io.Writer) error {
+	op.Advertisement = true
+	t := s.begin(op)
+	if op.Service != UploadPack && op.Service != ReceivePack {
+		return t.finish(problem.New(problem.Invalid, "unsupported service %q", op.Service))
+	}
+	r, err := s.prepare(ctx, &op, t)
+	if err != nil {
+		return t.finish(err)
+	}
+	out := &countingWriter{w: w}
+	t.out = out
+	var dst io.Writer = out
+	if op.Service == ReceivePack || gitcmd.ProtocolVersion(op.Protocol) != 2 {
+		// Written with git's first bytes, not before, so that git failing
+		// at once still leaves the transport free to answer with a status.
+		dst = &prefixWriter{w: out, prefix: serviceHeader(op.Service)}
+	}
+	generate := func(ctx context.Context, w io.Writer) error {
+		return s.run(ctx, op, r, t, []string{"--stateless-rpc", "--advertise-refs"}, nil, w, nil)
+	}
+	if s.d.Cache != nil && op.Service == UploadPack {
+		handled, err := s.d.Cache.Serve(ctx, &CacheRequest{Repo: r, Op: op, Protocol: op.Protocol}, dst, generate)
+		if handled {
+			t.cache = "served"
+			return t.finish(s.classify(ctx, err, out))
+		}
+	}
+	return t.finish(s.classify(ctx, generate(ctx, dst), out))
+}
+
+// Serve runs op.Service with stdin as git's input and stdout as its output:
+// one smart HTTP POST body when op.Stateless, or a whole SSH session.
+func (s *Service) Serve(ctx context.Context, op Op, stdin io.Reader, stdout io.Writer) error {
+	op.Advertisement = false
+	t := s.begin(op)
+	var flags []string
+	switch op.Service {
+	case UploadPack, ReceivePack:
+		if op.Stateless {
+			flags = []string{"--stateless-rpc"}
+		}
+	case UploadArchive:
+		if op.Stateless {
+			return t.finish(problem.New(problem.Invalid, "git-upload-archive is not available over HTTP"))
+		}
+	default:
+		return t.finish(problem.New(problem.Invalid, "unsupported service %q", op.Service))
+	}
+	r, err := s.prepare(ctx, &op, t)
+	if err != nil {
+		return t.finish(err)
+	}
+	out := &countingWriter{w: stdout}
+	t.out = out
+	in := &countingReader{r: stdin}
+	t.in = in
+
+	if s.d.Cache != nil && op.Service == UploadPack && op.Stateless {
+		// The cache keys on the whole request, which a stateless request
+		// bounds (the transport caps the body).
+		body, err := io.ReadAll(in)
+		if err != nil {
+			return t.finish(readError(err))
+		}
+		generate := func(ctx context.Context, w io.Writer) error {
+			return s.run(ctx, op, r, t, flags, bytes.NewReader(body), w, nil)
+		}
+		req := &CacheRequest{Repo: r, Op: op, Protocol: op.Protocol, Body: body}
+		if handled, err := s.d.Cache.Serve(ctx, req, out, generate); handled {
+			t.cache = "served"
+			return t.finish(s.classify(ctx, err, out))
+		}
+		return t.finish(s.classify(ctx, generate(ctx, out), out))
+	}
+
+	var env []string
+	if op.Service == ReceivePack && s.d.Hooks != nil {
+		hookEnv, done := s.d.Hooks.Register(hooks.Request{RepoID: r.ID, Principal: op.Principal, Transport: op.Transport})
+		defer done()
+		env = hookEnv
+	}
+	return t.finish(s.classify(ctx, s.run(ctx, op, r, t, flags, in, out, env), out))
+}
+
+// prepare resolves and authorizes op's repository and charges the rate
+// limit. It normalizes op.Protocol.
+func (s *Service) prepare(ctx context.Context, op *Op, t *tracker) (*store.Repository, error) {
+	if op.Protocol != "" && !gitcmd.ValidProtocol(op.Protocol) {
+		s.logger.Debug("ignoring invalid GIT_PROTOCOL", "protocol", op.Protocol, "remote_addr", op.RemoteAddr)
+		op.Protocol = ""
+	}
+	t.op.Protocol = op.Protocol
+	action := auth.Read
+	if op.Service == ReceivePack {
+		action = auth.Write
+	}
+	r, err := s.Resolve(ctx, op.Principal, op.ProjectKey, op.Slug, action)
+	if err != nil {
+		return nil, err
+	}
+	t.repo = r
+	if s.d.Admission != nil {
+		if err := s.d.Admission.RateLimit(ctx, op.Principal, op.RemoteAddr); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+// run takes a hosting ticket and runs git once.
+func (s *Service) run(ctx context.Context, op Op, r *store.Repository, t *tracker, flags []string, stdin io.Reader, stdout io.Writer, env []string) error {
+	if s.d.Admission != nil {
+		start := time.Now()
+		release, err := s.d.Admission.Admit(ctx, op.Principal, op, func(msg string) {
+			if op.Stderr != nil {
+				fmt.Fprintf(op.Stderr, "%s\n", msg)
+			}
+		})
+		t.queued = time.Since(start)
+		if err != nil {
+			return err
+		}
+		defer release()
+	}
+	if op.Protocol != "" {
+		env = append(env, "GIT_PROTOCOL="+op.Protocol)
+	}
+	// git's stderr tail travels in gitcmd's ExitError into the log line.
+	cmd := gitcmd.Cmd{
+		Dir:    s.d.Repos.Path(r.ID),
+		Name:   strings.TrimPrefix(op.Service, "git-"),
+		Flags:  flags,
+		Env:    env,
+		Stdout: stdout,
+		Stderr: op.Stderr,
+	}
+	return s.runGit(ctx, cmd, stdin, op.Stateless)
+}
+
+// runGit starts cmd with stdin fed through a pipe this function owns (see the
+// package comment). A read error on stdin cancels git and is returned in
+// preference to git's own result. When wait is set the feeding goroutine
+// is waited for; otherwise (a long-lived SSH stream) it ends when the
+// transport closes stdin.
+func (s *Service) runGit(ctx context.Context, cmd gitcmd.Cmd, stdin io.Reader, wait bool) error {
+	if stdin == nil {
+		return s.startWait(ctx, cmd)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return fmt.Errorf("stdin pipe: %w", err)
+	}
+	cmd.Stdin = pr
+	src := &errReader{r: stdin}
+	proc, err := s.d.Git.Start(ctx, cmd)
+	// git holds its own copy of the read end now; ours must go so that
+	// writes fail, instead of blocking, once git exits.
+	pr.Close()
+	if err != nil {
+		pw.Close()
+		return fmt.Errorf("start git %s: %w", cmd.Name, err)
+	}
+	fed := make(chan struct{})
+	go func() {
+		defer close(fed)
+		_, _ = io.Copy(pw, src)
+		if src.failed() {
+			cancel()
+		}
+		pw.Close()
+	}()
+	werr := proc.Wait()
+	pw.Close()
+	if wait {
+		<-fed
+	}
+	// A request git never fully received is the client's failure even
+	// when git, seeing the end of its input, exited cleanly.
+	if rerr := src.err(); rerr != nil {
+		return readError(rerr)
+	}
+	if werr != nil {
+		return fmt.Errorf("git %s: %w", cmd.Name, werr)
+	}
+	return nil
+}
+
+func (s *Service) startWait(ctx context.Context, cmd gitcmd.Cmd) error {
+	proc, err := s.d.Git.Start(ctx, cmd)
+	if err != nil {
+		return fmt.Errorf("start git %s: %w", cmd.Name, err)
+	}
+	if err := proc.Wait(); err != nil {
+		return fmt.Errorf("git %s: %w", cmd.Name, err)
+	}
+	return nil
+}
+
+// readError turns a failure to read the client's input into what the
+// client should see: the transport's own problem (a body over its limit, a
+// malformed pkt-line) when it gave one.
+func readError(err error) error {
+	var pe *problem.Error
+	if errors.As(err, &pe) {
+		return err
+	}
+	return problem.Wrap(problem.Invalid, err, "read request")
+}
+
+// classify makes a git failure the transport can render when nothing was
+// written yet; problem errors (admission, cache, input) pass through.
+func (s *Service) classify(ctx context.Context, err error, out *countingWriter) error {
+	if err == nil {
+		return nil
+	}
+	var pe *problem.Error
+	if errors.As(err, &pe) {
+		return err
+	}
+	if ctx.Err() != nil {
+		return problem.Wrap(problem.Unavailable, fmt.Errorf("%w: %w", ctx.Err(), err), "request canceled")
+	}
+	if out.n.Load() > 0 {
+		return err
+	}
+	return problem.Wrap(problem.Internal, err, "git failed to serve the request")
+}
+
+func serviceHeader(service string) []byte {
+	line := "# service=" + service + "\n"
+	return []byte(fmt.Sprintf("%04x%s0000", len(line)+4, line))
+}
+
+// tracker collects what the single log line and the metrics report.
+type tracker struct {
+	s      *Service
+	op     Op
+	start  time.Time
+	repo   *store.Repository
+	in     *countingReader
+	out    *countingWriter
+	cache  string
+	queued time.Duration
+}
+
+func (s *Service) begin(op Op) *tracker {
+	return &tracker{s: s, op: op, start: time.Now()}
+}
+
+func (t *tracker) command() string {
+	c := strings.TrimPrefix(t.op.Service, "git-")
+	if t.op.Advertisement {
+		return c + "-advertisement"
+	}
+	return c
+}
+
+func (t *tracker) finish(err error) error {
+	d := time.Since(t.start)
+	outcome := "ok"
+	level := slog.LevelInfo
+	if err != nil {
+		outcome = problem.KindOf(err).String()
+		// A body cut short (io.ErrUnexpectedEOF from net/http) is a client
+		// that went away, like a canceled context.
+		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, io.ErrUnexpectedEOF) {
+			outcome = "canceled"
+		} else if problem.Is(err, problem.Internal) {
+			level = slog.LevelWarn
+		}
+	}
+	cmd := t.command()
+	t.s.ops.WithLabelValues(t.op.Transport, cmd, outcome).Inc()
+	t.s.duration.WithLabelValues(t.op.Transport, cmd).Observe(d.Seconds())
+
+	attrs := []slog.Attr{
+		slog.String("principal", principalName(t.op.Principal)),
+		slog.String("command", cmd),
+		slog.String("transport", t.op.Transport),
+		slog.String("protocol", t.op.Protocol),
+		slog.String("remote_addr", t.op.RemoteAddr),
+		slog.String("outcome", outcome),
+	}
+	if t.repo != nil {
+		attrs = append(attrs, slog.String("repo", t.repo.ProjectKey+"/"+t.repo.Slug), slog.Int64("repo_id", t.repo.ID))
+	} else {
+		attrs = append(attrs, slog.String("repo", t.op.ProjectKey+"/"+t.op.Slug))
+	}
+	var in, out int64
+	if t.in != nil {
+		in = t.in.n.Load()
+	}
+	if t.out != nil {
+		out = t.out.n.Load()
+	}
+	attrs = append(attrs,
+		slog.Int64("bytes_in", in),
+		slog.Int64("bytes_out", out),
+		slog.Int64("duration_ms", d.Milliseconds()),
+	)
+	if t.queued > 0 {
+		attrs = append(attrs, slog.Int64("queued_ms", t.queued.Milliseconds()))
+	}
+	if t.cache != "" {
+		attrs = append(attrs, slog.String("cache", t.cache))
+	}
+	if err != nil {
+		attrs = append(attrs, slog.String("error", err.Error()))
+	}
+	t.s.logger.LogAttrs(context.Background(), level, "git operation", attrs...)
+	return err
+}
+
+func principalName(p *auth.Principal) string {
+	if p == nil {
+		return ""
+	}
+	return p.String()
+}
+
+type countingWriter struct {
+	w io.Writer
+	n atomic.Int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n.Add(int64(n))
+	return n, err
+}
+
+type countingReader struct {
+	r io.Reader
+	n atomic.Int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n.Add(int64(n))
+	return n, err
+}
+
+// errReader remembers the first error other than io.EOF its source gave.
+type errReader struct {
+	r   io.Reader
+	mu  sync.Mutex
+	bad error
+}
+
+func (e *errReader) Read(p []byte) (int, error) {
+	n, err := e.r.Read(p)
+	if err != nil && err != io.EOF {
+		e.mu.Lock()
+		if e.bad == nil {
+			e.bad = err
+		}
+		e.mu.Unlock()
+	}
+	return n, err
+}
+
+func (e *errReader) err() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.bad
+}
+
+func (e *errReader) failed() bool { return e.err() != nil }
+
+// prefixWriter writes prefix before the first bytes written through it.
+type prefixWriter struct {
+	w      io.Writer
+	prefix []byte
+	done   bool
+}
+
+func (p *prefixWriter) Write(b []byte) (int, error) {
+	if !p.done && len(b) > 0 {
+		p.done = true
+		if _, err := p.w.Write(p.prefix); err != nil {
+			return 0, err
+		}
+	}
+	return p.w.Write(b)
+}

@@ -1,0 +1,528 @@
+// Package jobs is Sluice's background work: housekeeping, pull request
+// rescope, diff precompute, webhooks. It runs on River (v0.49), in the same
+// database as the metadata: riversqlite on SQLite, riverpgxv5 on
+// PostgreSQL, so a single node needs nothing more and a cluster shares one
+// queue. River's own schema is migrated at New, under a PostgreSQL advisory
+// lock so nodes starting together do it one after the other.
+//
+// Kinds without Go types. River wants one Go type per job kind, its Kind()
+// naming the kind and its JSON being the job's args. Sluice's callers think
+// in (kind string, payload) instead, and Handle takes a function of the raw
+// payload. Rather than one River kind for everything (which would hide the
+// real kind from River's tables, its uniqueness and its UI) or a Go type
+// per kind (which every caller would have to declare), this package uses
+// one args type, rawArgs, whose Kind() returns a kind held in the value and
+// whose JSON is the payload itself, and registers one worker per kind with
+// river.AddWorkerArgs, which takes the kind from a value rather than a type.
+// River's rows therefore hold the true kind and the caller's JSON unchanged;
+// ByArgs uniqueness hashes exactly the payload. Payloads must be JSON
+// objects, as River requires of args.
+//
+// A job whose kind no handler knows (say, enqueued by a newer node during a
+// rolling upgrade) is not dropped: River records an error on it and retries
+// it with backoff until a node that knows the kind picks it up, or the
+// attempts run out and it is discarded, visibly. Enqueue refuses a kind
+// with no handler here, which catches typos at the call site.
+//
+// Metrics. sluice_jobs_queue_wait_seconds measures from a job's scheduled
+// time (insert, delay or retry) to the moment a worker starts it, so a
+// stalled or undersized worker pool shows up as wait even when every run is
+// fast; sluice_jobs_run_seconds measures the handler alone, by outcome;
+// sluice_jobs_enqueued_total counts inserted jobs (a unique duplicate that
+// was skipped is not counted).
+//
+// Periodic jobs are enqueued by River's elected leader only, so a cluster
+// runs each once per interval, not once per node.
+package jobs
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/riverdriver/riversqlite"
+	"github.com/riverqueue/river/rivermigrate"
+	"github.com/riverqueue/river/rivertype"
+
+	"github.com/sluice-scm/sluice/internal/store"
+)
+
+// migrateLockKey is the pg_advisory_xact_lock key held while River's
+// migrations run: the first 8 bytes of sha256("sluice/jobs/migrate"),
+// fixed forever so nodes of different versions agree on it.
+const migrateLockKey int64 = 0x2b3c3e3c5bd22fb9
+
+// DefaultJobTimeout bounds one run of a handler. River's own default (one
+// minute) is too short for housekeeping a large repository; an hour is.
+const DefaultJobTimeout = time.Hour
+
+// Config configures a Queue.
+type Config struct {
+	// Workers is how many jobs this node runs at once (default 4).
+	Workers int
+	// NodeID names this node in River's client id (leader election).
+	NodeID string
+	// PollInterval is how often a node looks for new jobs when it is not
+	// notified of them (always on SQLite). 0 means River's default (1s);
+	// tests lower it.
+	PollInterval time.Duration
+	// RetryBackoff, when set, replaces River's default backoff (attempt⁴
+	// seconds) between the attempts of a failed job.
+	RetryBackoff func(attempt int) time.Duration
+	// JobTimeout bounds one run (0: DefaultJobTimeout).
+	JobTimeout time.Duration
+}
+
+// Handler does the work of one job. An error makes River retry the job
+// with backoff; the payload is what Enqueue was given, as JSON.
+type Handler func(ctx context.Context, payload json.RawMessage) error
+
+// Queue is the node's job queue: it enqueues jobs and, once started, works
+// them.
+type Queue struct {
+	cfg     Config
+	logger  *slog.Logger
+	metrics *metrics
+	build   func(*river.Config) (riverClient, error)
+
+	mu            sync.Mutex
+	workers       *river.Workers
+	handlers      map[string]bool
+	periodic      []*river.PeriodicJob
+	periodicKinds []string
+	setupErr      error       // first error from Handle or Periodic, reported by Start
+	client        riverClient // built at the first Start or Enqueue; frozen after
+	started       bool
+}
+
+// riverClient is what Queue uses of *river.Client[TTx], whatever TTx the
+// driver has.
+type riverClient interface {
+	Insert(ctx context.Context, args river.JobArgs, opts *river.InsertOpts) (*rivertype.JobInsertResult, error)
+	Start(ctx context.Context) error
+	Stop(ctx context.Context) error
+	StopAndCancel(ctx context.Context) error
+	JobGet(ctx context.Context, id int64) (*rivertype.JobRow, error)
+	JobList(ctx context.Context, params *river.JobListParams) (*river.JobListResult, error)
+}
+
+type metrics struct {
+	wait     *prometheus.HistogramVec
+	run      *prometheus.HistogramVec
+	enqueued *prometheus.CounterVec
+}
+
+// New migrates River's schema in db and returns a Queue using it. Register
+// handlers and periodic jobs, then Start.
+func New(db *store.DB, cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Queue, error) {
+	if cfg.Workers <= 0 {
+		cfg.Workers = 4
+	}
+	if cfg.JobTimeout <= 0 {
+		cfg.JobTimeout = DefaultJobTimeout
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	logger = logger.With("component", "jobs")
+	q := &Queue{
+		cfg:      cfg,
+		logger:   logger,
+		workers:  river.NewWorkers(),
+		handlers: map[string]bool{},
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	switch db.Dialect() {
+	case "postgres":
+		driver := riverpgxv5.New(db.Pgx())
+		if err := migratePostgres(ctx, driver, db, logger); err != nil {
+			return nil, err
+		}
+		q.build = func(c *river.Config) (riverClient, error) { return river.NewClient(driver, c) }
+	case "sqlite":
+		driver := riversqlite.New(db.SQL())
+		if err := migrateSQLite(ctx, driver, db.SQL(), logger); err != nil {
+			return nil, err
+		}
+		q.build = func(c *river.Config) (riverClient, error) { return river.NewClient(driver, c) }
+	default:
+		return nil, fmt.Errorf("jobs: unsupported database %q", db.Dialect())
+	}
+
+	q.metrics = &metrics{
+		wait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "sluice_jobs_queue_wait_seconds",
+			Help: "Time from a job's scheduled time to the start of its run.",
+			// 10ms (a notified fetch) to ~45min of backlog (0.01·4⁹ s).
+			Buckets: prometheus.ExponentialBuckets(0.01, 4, 10),
+		}, []string{"kind"}),
+		run: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "sluice_jobs_run_seconds",
+			Help:    "Time a job handler ran, by outcome (ok, error, panic).",
+			Buckets: prometheus.ExponentialBuckets(0.01, 4, 10),
+		}, []string{"kind", "outcome"}),
+		enqueued: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_jobs_enqueued_total",
+			Help: "Jobs inserted into the queue (unique duplicates excluded).",
+		}, []string{"kind"}),
+	}
+	if reg != nil {
+		for _, c := range []prometheus.Collector{q.metrics.wait, q.metrics.run, q.metrics.enqueued} {
+			if err := reg.Register(c); err != nil {
+				return nil, fmt.Errorf("register jobs metrics: %w", err)
+			}
+		}
+	}
+	return q, nil
+}
+
+func migratePostgres(ctx context.Context, driver *riverpgxv5.Driver, db *store.DB, logger *slog.Logger) error {
+	m, err := rivermigrate.New(driver, &rivermigrate.Config{Logger: logger})
+	if err != nil {
+		return fmt.Errorf("river migrator: %w", err)
+	}
+	// River's migrations cannot share one transaction (one adds an enum
+	// value that the next uses), so the lock is a session lock held on a
+	// connection of its own while the migrator works on others.
+	conn, err := db.Pgx().Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("migrate river: %w", err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", migrateLockKey); err != nil {
+		return fmt.Errorf("migrate river: lock: %w", err)
+	}
+	defer func() {
+		// A fresh context: the unlock must happen even if ctx ended, or
+		// the pooled connection would keep the lock.
+		uctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if _, err := conn.Exec(uctx, "SELECT pg_advisory_unlock($1)", migrateLockKey); err != nil {
+			conn.Conn().Close(uctx)
+		}
+	}()
+	return logMigrations(m.Migrate(ctx, rivermigrate.DirectionUp, nil))(logger)
+}
+
+func migrateSQLite(ctx context.Context, driver *riversqlite.Driver, db *sql.DB, logger *slog.Logger) error {
+	m, err := rivermigrate.New(driver, &rivermigrate.Config{Logger: logger})
+	if err != nil {
+		return fmt.Errorf("river migrator: %w", err)
+	}
+	// One transaction: a crash half-way leaves the previous version.
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("migrate river: %w", err)
+	}
+	defer tx.Rollback()
+	if err := logMigrations(m.MigrateTx(ctx, tx, rivermigrate.DirectionUp, nil))(logger); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("migrate river: %w", err)
+	}
+	return nil
+}
+
+func logMigrations(res *rivermigrate.MigrateResult, err error) func(*slog.Logger) error {
+	return func(logger *slog.Logger) error {
+		if err != nil {
+			return fmt.Errorf("migrate river: %w", err)
+		}
+		for _, v := range res.Versions {
+			logger.Info("river schema migrated", "version", v.Version, "duration", v.Duration)
+		}
+		return nil
+	}
+}
+
+// kindPattern is River's own rule for kinds, checked here so a bad kind
+// fails at Handle rather than at Start.
+var kindPattern = regexp.MustCompile(`\A[\w][\w\-\[\]<>\/.·:+]+\z`)
+
+// Handle registers fn for jobs of kind. Call it before Start or the first
+// Enqueue; a bad or duplicate kind is reported by Start.
+func (q *Queue) Handle(kind string, fn Handler) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	switch {
+	case q.client != nil:
+		q.fail(fmt.Errorf("jobs: handler for %q registered after the queue was built", kind))
+	case !kindPattern.MatchString(kind):
+		q.fail(fmt.Errorf("jobs: invalid kind %q", kind))
+	case q.handlers[kind]:
+		q.fail(fmt.Errorf("jobs: two handlers for %q", kind))
+	default:
+		q.handlers[kind] = true
+		river.AddWorkerArgs(q.workers, rawArgs{kind: kind}, &worker{q: q, kind: kind, fn: fn})
+	}
+}
+
+// Periodic enqueues a job of kind with payload every interval, from the
+// cluster's leader only. The job is unique while pending, so a stalled
+// queue does not pile them up. Call it before Start; errors are reported by
+// Start.
+func (q *Queue) Periodic(kind string, every time.Duration, payload any) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	raw, err := encodePayload(payload)
+	if err != nil {
+		q.fail(fmt.Errorf("jobs: periodic %q: %w", kind, err))
+		return
+	}
+	if q.client != nil {
+		q.fail(fmt.Errorf("jobs: periodic %q registered after the queue was built", kind))
+		return
+	}
+	if every <= 0 {
+		q.fail(fmt.Errorf("jobs: periodic %q: interval must be positive", kind))
+		return
+	}
+	opts := &river.InsertOpts{}
+	Unique()(opts)
+	q.periodicKinds = append(q.periodicKinds, kind)
+	q.periodic = append(q.periodic, river.NewPeriodicJob(
+		river.PeriodicInterval(every),
+		func() (river.JobArgs, *river.InsertOpts) { return rawArgs{kind: kind, payload: raw}, opts },
+		&river.PeriodicJobOpts{ID: kind},
+	))
+}
+
+func (q *Queue) fail(err error) {
+	if q.setupErr == nil {
+		q.setupErr = err
+	}
+}
+
+// clientLocked builds the River client on first use. Handlers and periodic
+// jobs are frozen from then on.
+func (q *Queue) clientLocked() (riverClient, error) {
+	if q.setupErr != nil {
+		return nil, q.setupErr
+	}
+	if q.client != nil {
+		return q.client, nil
+	}
+	for _, p := range q.periodicKinds {
+		if !q.handlers[p] {
+			return nil, fmt.Errorf("jobs: periodic %q has no handler", p)
+		}
+	}
+	rc := &river.Config{
+		ID:                fmt.Sprintf("%s_%d", cmp.Or(q.cfg.NodeID, "sluice"), time.Now().UnixNano()),
+		Logger:            q.logger,
+		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: q.cfg.Workers}},
+		Workers:           q.workers,
+		PeriodicJobs:      q.periodic,
+		FetchPollInterval: q.cfg.PollInterval,
+		JobTimeout:        q.cfg.JobTimeout,
+	}
+	if q.cfg.PollInterval > 0 && q.cfg.PollInterval < river.FetchCooldownDefault {
+		rc.FetchCooldown = q.cfg.PollInterval
+	}
+	if q.cfg.RetryBackoff != nil {
+		rc.RetryPolicy = backoffPolicy(q.cfg.RetryBackoff)
+	}
+	c, err := q.build(rc)
+	if err != nil {
+		return nil, fmt.Errorf("jobs: %w", err)
+	}
+	q.client = c
+	return c, nil
+}
+
+// Start starts working jobs. It fails if a Handle or Periodic call was
+// invalid.
+func (q *Queue) Start(ctx context.Context) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	c, err := q.clientLocked()
+	if err != nil {
+		return err
+	}
+	if q.started {
+		return errors.New("jobs: already started")
+	}
+	if err := c.Start(ctx); err != nil {
+		return fmt.Errorf("jobs: start: %w", err)
+	}
+	q.started = true
+	return nil
+}
+
+// Stop stops fetching jobs and waits for the running ones to finish. If ctx
+// ends first, the running jobs' contexts are cancelled and Stop waits a
+// little longer for them to return, then gives up with ctx's error.
+func (q *Queue) Stop(ctx context.Context) error {
+	q.mu.Lock()
+	c, started := q.client, q.started
+	q.started = false
+	q.mu.Unlock()
+	if !started {
+		return nil
+	}
+	err := c.Stop(ctx)
+	if err == nil || ctx.Err() == nil {
+		return err
+	}
+	q.logger.Warn("jobs still running at shutdown; cancelling them")
+	cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if cerr := c.StopAndCancel(cctx); cerr != nil {
+		q.logger.Error("stop jobs", "err", cerr)
+	}
+	return fmt.Errorf("jobs: stop: %w", err)
+}
+
+// EnqueueOption changes how a job is enqueued.
+type EnqueueOption func(*river.InsertOpts)
+
+// Unique makes the job unique by kind and payload among jobs not yet
+// finished (pending, scheduled, available, running, retryable): enqueueing
+// a second one is a no-op. "One pending housekeeping per repository" is
+// Enqueue(ctx, "housekeeping", repoPayload, Unique()). Running is in the
+// set because River requires it; work that must see a change made during a
+// run should not be unique.
+func Unique() EnqueueOption {
+	return func(o *river.InsertOpts) {
+		o.UniqueOpts = river.UniqueOpts{
+			ByArgs: true,
+			ByState: []rivertype.JobState{
+				rivertype.JobStateAvailable,
+				rivertype.JobStatePending,
+				rivertype.JobStateRunning,
+				rivertype.JobStateRetryable,
+				rivertype.JobStateScheduled,
+			},
+		}
+	}
+}
+
+// Delay schedules the job d from now instead of at once.
+func Delay(d time.Duration) EnqueueOption {
+	return func(o *river.InsertOpts) { o.ScheduledAt = time.Now().Add(d) }
+}
+
+// MaxAttempts bounds how often a failing job is tried before it is
+// discarded (River's default is 25).
+func MaxAttempts(n int) EnqueueOption {
+	return func(o *river.InsertOpts) { o.MaxAttempts = n }
+}
+
+// Enqueue adds a job of kind with payload (marshalled to a JSON object).
+// The kind must have a handler registered on this Queue.
+func (q *Queue) Enqueue(ctx context.Context, kind string, payload any, opts ...EnqueueOption) error {
+	_, err := q.enqueue(ctx, kind, payload, opts...)
+	return err
+}
+
+func (q *Queue) enqueue(ctx context.Context, kind string, payload any, opts ...EnqueueOption) (*rivertype.JobInsertResult, error) {
+	raw, err := encodePayload(payload)
+	if err != nil {
+		return nil, fmt.Errorf("enqueue %q: %w", kind, err)
+	}
+	q.mu.Lock()
+	if !q.handlers[kind] {
+		q.mu.Unlock()
+		return nil, fmt.Errorf("enqueue %q: no handler for this kind", kind)
+	}
+	c, err := q.clientLocked()
+	q.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	ins := &river.InsertOpts{}
+	for _, o := range opts {
+		o(ins)
+	}
+	res, err := c.Insert(ctx, rawArgs{kind: kind, payload: raw}, ins)
+	if err != nil {
+		return nil, fmt.Errorf("enqueue %q: %w", kind, err)
+	}
+	if !res.UniqueSkippedAsDuplicate {
+		q.metrics.enqueued.WithLabelValues(kind).Inc()
+	}
+	return res, nil
+}
+
+// encodePayload marshals payload, which must come out as a JSON object
+// (River's uniqueness hashes object keys); nil is {}.
+func encodePayload(payload any) (json.RawMessage, error) {
+	if payload == nil {
+		return json.RawMessage("{}"), nil
+	}
+	raw, err := json.Marshal(payload)
+	if err != nil {
+		return nil, fmt.Errorf("encode payload: %w", err)
+	}
+	if len(raw) == 0 || raw[0] != '{' {
+		return nil, errors.New("payload must encode to a JSON object")
+	}
+	return raw, nil
+}
+
+// rawArgs is the one River args type (see the package doc): its kind is a
+// value and its JSON is the payload, verbatim.
+type rawArgs struct {
+	kind    string
+	payload json.RawMessage
+}
+
+func (a rawArgs) Kind() string { return a.kind }
+
+func (a rawArgs) MarshalJSON() ([]byte, error) {
+	if len(a.payload) == 0 {
+		return []byte("{}"), nil
+	}
+	return a.payload, nil
+}
+
+func (a *rawArgs) UnmarshalJSON(b []byte) error {
+	a.payload = append(json.RawMessage(nil), b...)
+	return nil
+}
+
+// worker runs one kind's handler and measures it.
+type worker struct {
+	river.WorkerDefaults[rawArgs]
+	q    *Queue
+	kind string
+	fn   Handler
+}
+
+func (w *worker) Work(ctx context.Context, job *river.Job[rawArgs]) error {
+	m := w.q.metrics
+	start := time.Now()
+	m.wait.WithLabelValues(w.kind).Observe(max(0, start.Sub(job.ScheduledAt).Seconds()))
+	outcome := "panic" // unless fn returns
+	defer func() {
+		m.run.WithLabelValues(w.kind, outcome).Observe(time.Since(start).Seconds())
+	}()
+	err := w.fn(ctx, job.Args.payload)
+	if err != nil {
+		outcome = "error"
+		w.q.logger.Warn("job failed", "kind", w.kind, "job_id", job.ID,
+			"attempt", job.Attempt, "max_attempts", job.MaxAttempts, "err", err)
+		return err
+	}
+	outcome = "ok"
+	return nil
+}
+
+// backoffPolicy adapts Config.RetryBackoff to River.
+type backoffPolicy func(attempt int) time.Duration
+
+func (p backoffPolicy) NextRetry(job *rivertype.JobRow) time.Time {
+	return time.Now().Add(p(job.Attempt))
+}
