@@ -11,6 +11,7 @@ import (
 // readers may read but not write (403), writers may write but not
 // administer, administrators may do everything.
 func TestPermissionMatrix(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.project("PRJ", false)
 	r := e.repo("PRJ", "priv")
@@ -83,6 +84,7 @@ func TestPermissionMatrix(t *testing.T) {
 // TestNoExistenceLeak: a private repository and a missing one answer a
 // caller without access identically, status and body.
 func TestNoExistenceLeak(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.project("PRJ", false)
 	e.repo("PRJ", "priv")
@@ -102,6 +104,7 @@ func TestNoExistenceLeak(t *testing.T) {
 }
 
 func TestPublicRepositoryIsReadableAnonymously(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.project("PRJ", false)
 	r := e.repo("PRJ", "open")
@@ -115,6 +118,7 @@ func TestPublicRepositoryIsReadableAnonymously(t *testing.T) {
 }
 
 func TestErrorShape(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	tests := []struct {
 		method, path, authz string
@@ -169,6 +173,7 @@ func TestErrorShape(t *testing.T) {
 // TestBadInput: names that attack paths, options, logs or limits are
 // refused with 400 and a message naming the field.
 func TestBadInput(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.project("PRJ", false)
 	r := e.repo("PRJ", "repo")

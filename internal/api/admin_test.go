@@ -20,6 +20,7 @@ type userJSON struct {
 }
 
 func TestUsersAndGroups(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.must(204, "POST", "/rest/api/1.0/admin/users?name=Carol&password=pw-carol-1&displayName=Carol+C&emailAddress=carol@example.com", e.admin, nil)
 	e.must(409, "POST", "/rest/api/1.0/admin/users?name=carol&password=x", e.admin, nil)
@@ -89,6 +90,7 @@ func TestUsersAndGroups(t *testing.T) {
 }
 
 func TestPermissionEndpoints(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.project("PRJ", false)
 	r := e.repo("PRJ", "repo")
@@ -164,6 +166,7 @@ func TestPermissionEndpoints(t *testing.T) {
 }
 
 func TestAccessTokens(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.project("PRJ", false)
 	e.repo("PRJ", "repo")
@@ -234,6 +237,7 @@ func TestAccessTokens(t *testing.T) {
 // request to it does not fall through to "no such resource"), and it lists
 // the endpoints this test suite exercises.
 func TestOpenAPI(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	res := e.must(200, "GET", "/rest/api/1.0/openapi.json", "", nil)
 	var doc struct {

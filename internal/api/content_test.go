@@ -54,6 +54,7 @@ func contentEnv(t *testing.T) (*env, repoJSON, string) {
 }
 
 func TestBranchesAndTags(t *testing.T) {
+	t.Parallel()
 	e, r, work := contentEnv(t)
 	const base = "/rest/api/1.0/projects/PRJ/repos/repo"
 	head := e.git(work, "rev-parse", "HEAD")
@@ -157,6 +158,7 @@ func TestBranchesAndTags(t *testing.T) {
 }
 
 func TestCommitsAndCompare(t *testing.T) {
+	t.Parallel()
 	e, _, work := contentEnv(t)
 	const base = "/rest/api/1.0/projects/PRJ/repos/repo"
 	head := e.git(work, "rev-parse", "HEAD")
@@ -263,6 +265,7 @@ func TestCommitsAndCompare(t *testing.T) {
 }
 
 func TestBrowseRawArchive(t *testing.T) {
+	t.Parallel()
 	e, _, work := contentEnv(t)
 	const base = "/rest/api/1.0/projects/PRJ/repos/repo"
 	first := e.git(work, "rev-parse", "HEAD~2")
@@ -431,6 +434,7 @@ func archiveNames(t *testing.T, format string, data []byte, prefix string) strin
 // not serve it from the fork. Likewise a commit only a deleted branch
 // reached is no longer served from the repository itself.
 func TestForkServesOnlyItsOwnObjects(t *testing.T) {
+	t.Parallel()
 	e, r, work := contentEnv(t)
 	e.project("DST", false)
 	e.must(201, "POST", "/rest/api/1.0/projects/PRJ/repos/repo", e.admin, map[string]any{"name": "fork", "project": map[string]string{"key": "DST"}})

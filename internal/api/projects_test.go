@@ -25,6 +25,7 @@ type projectJSON struct {
 }
 
 func TestProjectsAndRepositories(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 
 	var p projectJSON
@@ -42,6 +43,15 @@ func TestProjectsAndRepositories(t *testing.T) {
 	if p.Name != "Renamed" || !p.Public {
 		t.Fatalf("updated project %+v", p)
 	}
+
+	// Changing the key keeps the project (and its repositories) by id.
+	e.must(200, "PUT", "/rest/api/1.0/projects/PRJ", e.admin, map[string]any{"key": "tmp"}).json(t, &p)
+	if p.Key != "TMP" {
+		t.Fatalf("re-keyed project %+v", p)
+	}
+	e.must(404, "GET", "/rest/api/1.0/projects/PRJ", e.admin, nil)
+	e.must(400, "PUT", "/rest/api/1.0/projects/TMP", e.admin, map[string]any{"key": "../x"})
+	e.must(200, "PUT", "/rest/api/1.0/projects/TMP", e.admin, map[string]any{"key": "PRJ"})
 
 	// Repository creation and its Bitbucket shape.
 	var r repoJSON
@@ -101,6 +111,7 @@ func TestProjectsAndRepositories(t *testing.T) {
 }
 
 func TestProjectCreatorAdministersProject(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	// alice may not create projects until granted PROJECT_CREATE.
 	e.must(403, "POST", "/rest/api/1.0/projects", e.alice, map[string]any{"key": "AL", "name": "Alice"})
@@ -114,6 +125,7 @@ func TestProjectCreatorAdministersProject(t *testing.T) {
 }
 
 func TestForkAndFlags(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.project("PRJ", false)
 	e.project("DST", false)
@@ -143,6 +155,7 @@ func TestForkAndFlags(t *testing.T) {
 }
 
 func TestListingHidesInvisible(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.project("PRIV", false)
 	e.project("PUB", true)
@@ -174,6 +187,8 @@ func TestListingHidesInvisible(t *testing.T) {
 		t.Errorf("bob sees in PRIV %s", got)
 	}
 	e.must(404, "GET", "/rest/api/1.0/projects/PRIV/repos", e.alice, nil)
+	e.must(404, "GET", "/rest/api/1.0/projects/PRIV/repos?start=5", e.alice, nil)
+	e.must(200, "GET", "/rest/api/1.0/projects/PRIV/repos?start=5", e.bob, nil)
 	e.must(401, "GET", "/rest/api/1.0/projects/PRIV/repos", "", nil)
 
 	var projects page[projectJSON]
@@ -188,6 +203,7 @@ func TestListingHidesInvisible(t *testing.T) {
 }
 
 func TestPaging(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	for i := 0; i < 30; i++ {
 		e.must(200, "POST", "/rest/api/1.0/admin/groups?name="+url.QueryEscape(fmt.Sprintf("group-%02d", i)), e.admin, nil)

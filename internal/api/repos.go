@@ -102,10 +102,22 @@ func (c *call) listProjectRepos() error {
 	if err != nil {
 		return err
 	}
-	if projErr != nil && len(page.Values) == 0 && pg.Start == 0 {
+	if projErr != nil && len(page.Values) == 0 {
 		// Nothing visible in a project the caller may not read: it does
-		// not exist for them.
-		return projErr
+		// not exist for them, whatever page they ask for.
+		empty := pg.Start == 0
+		if !empty {
+			first, err := filteredPage(store.Page{Limit: 1},
+				func(p store.Page) ([]store.Repository, error) { return c.s.Store.ListRepos(c.ctx, proj.ID, p) },
+				func(r *store.Repository) (bool, error) { return c.canSee(auth.Resource{Repo: r, Project: proj}) })
+			if err != nil {
+				return err
+			}
+			empty = len(first.Values) == 0
+		}
+		if empty {
+			return projErr
+		}
 	}
 	return c.json(mapPage(page, func(r store.Repository) repoJSON { return c.s.repoJSON(&r, proj) }))
 }

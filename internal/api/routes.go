@@ -24,8 +24,10 @@ type param struct {
 	Desc     string
 }
 
-func q(name, desc string) param    { return param{Name: name, Type: "string", Desc: desc} }
-func qreq(name, desc string) param { return param{Name: name, Type: "string", Required: true, Desc: desc} }
+func q(name, desc string) param { return param{Name: name, Type: "string", Desc: desc} }
+func qreq(name, desc string) param {
+	return param{Name: name, Type: "string", Required: true, Desc: desc}
+}
 
 const (
 	apiBase    = "/rest/api/1.0"
@@ -67,7 +69,7 @@ func (s *server) routeTable() []route {
 
 		// Repositories.
 		{Method: "GET", Pattern: apiBase + "/repos", Summary: "List repositories visible to the caller", Paged: true,
-			Query: []param{q("name", "only repositories whose name contains this text"), q("projectkey", "only repositories of this project")},
+			Query:  []param{q("name", "only repositories whose name contains this text"), q("projectkey", "only repositories of this project")},
 			handle: (*call).listAllRepos},
 		{Method: "GET", Pattern: project + "/repos", Summary: "List a project's repositories", Paged: true, handle: (*call).listProjectRepos},
 		{Method: "POST", Pattern: project + "/repos", Summary: "Create a repository (PROJECT_WRITE)", Success: 201,
@@ -108,12 +110,12 @@ func (s *server) routeTable() []route {
 			handle: (*call).listCommits},
 		{Method: "GET", Pattern: repository + "/commits/{commitId}", Summary: "Get a commit", handle: (*call).getCommit},
 		{Method: "GET", Pattern: repository + "/commits/{commitId}/diff", Summary: "The diff a commit introduces",
-			Query: []param{q("since", "diff against this commit instead of the first parent"), q("path", "only this path")},
+			Query:  []param{q("since", "diff against this commit instead of the first parent"), q("path", "only this path")},
 			handle: (*call).commitDiff},
 		{Method: "GET", Pattern: repository + "/compare/commits", Summary: "Commits reachable from 'from' but not from 'to'", Paged: true,
 			Query: []param{qreq("from", "commit id or ref"), qreq("to", "commit id or ref")}, handle: (*call).compareCommits},
 		{Method: "GET", Pattern: repository + "/compare/diff", Summary: "Diff from 'to' to 'from' (bounded)",
-			Query: []param{qreq("from", "commit id or ref"), qreq("to", "commit id or ref"), q("path", "only this path")},
+			Query:  []param{qreq("from", "commit id or ref"), qreq("to", "commit id or ref"), q("path", "only this path")},
 			handle: (*call).compareDiff},
 		{Method: "GET", Pattern: repository + "/compare/diff/{path...}", Summary: "Diff of one path from 'to' to 'from' (bounded)",
 			Query: []param{qreq("from", "commit id or ref"), qreq("to", "commit id or ref")}, handle: (*call).compareDiff},
@@ -124,7 +126,7 @@ func (s *server) routeTable() []route {
 		{Method: "GET", Pattern: repository + "/raw/{path...}", Summary: "A file's raw bytes (text as text/plain, anything else as a download)",
 			Query: []param{at}, handle: (*call).raw},
 		{Method: "GET", Pattern: repository + "/archive", Summary: "Download a revision as an archive",
-			Query: []param{at, q("format", "zip (default), tar, tar.gz or tgz"), q("prefix", "directory to put every entry under")},
+			Query:  []param{at, q("format", "zip (default), tar, tar.gz or tgz"), q("prefix", "directory to put every entry under")},
 			handle: (*call).archive},
 
 		// Repository, project and global permissions.
@@ -195,7 +197,7 @@ func (s *server) routeTable() []route {
 		// Access tokens.
 		{Method: "GET", Pattern: tokensBase, Summary: "List a user's access tokens (the user or ADMIN)", Paged: true, handle: (*call).listTokens},
 		{Method: "PUT", Pattern: tokensBase, Summary: "Create an access token; the secret is shown once (the user, signed in with a password)",
-			Body: "{name, permissions: [REPO_READ|REPO_WRITE|REPO_ADMIN|PROJECT_*] or scope: read|write|admin, expiryDays}",
+			Body:   "{name, permissions: [REPO_READ|REPO_WRITE|REPO_ADMIN|PROJECT_*] or scope: read|write|admin, expiryDays}",
 			handle: (*call).createToken},
 		{Method: "DELETE", Pattern: tokensBase + "/{tokenId}", Summary: "Revoke an access token (the user or ADMIN)", Success: 204,
 			handle: (*call).deleteToken},

@@ -19,6 +19,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -36,8 +37,10 @@ import (
 	"github.com/sluice-scm/sluice/internal/hooks"
 	"github.com/sluice-scm/sluice/internal/hosting"
 	"github.com/sluice-scm/sluice/internal/jobs"
+	"github.com/sluice-scm/sluice/internal/packcache"
 	"github.com/sluice-scm/sluice/internal/problem"
 	"github.com/sluice-scm/sluice/internal/repo"
+	"github.com/sluice-scm/sluice/internal/sshd"
 	"github.com/sluice-scm/sluice/internal/store"
 )
 
@@ -60,9 +63,13 @@ type App struct {
 	Hooks    *hooks.Server
 	Jobs     *jobs.Queue
 	Hosting  *hosting.Service
+	Cache    *packcache.Cache // nil when both cache kinds are off
 	Handler  http.Handler
+	// SSH is nil when server.ssh_addr is empty.
+	SSH *sshd.Server
 
 	httpLn  net.Listener
+	sshLn   net.Listener
 	closers []func() error
 	once    sync.Once
 }
@@ -174,6 +181,18 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger, opts Optio
 		return nil, err
 	}
 
+	var cache hosting.Cache
+	if cfg.Cache.Packs || cfg.Cache.Refs {
+		if a.Cache, err = a.newCache(); err != nil {
+			return nil, fmt.Errorf("pack cache: %w", err)
+		}
+		a.closers = append(a.closers, a.Cache.Close)
+		// Entries of an older generation can never be hit again; the
+		// event only frees their disk space early.
+		a.Hooks.OnRefsChanged(func(repoID int64, _ []hooks.RefUpdate) { a.Cache.Invalidate(repoID) })
+		cache = a.Cache
+	}
+
 	a.Hosting = hosting.New(hosting.Deps{
 		Store:      a.Store,
 		Auth:       a.Auth,
@@ -182,9 +201,46 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger, opts Optio
 		Hooks:      a.Hooks,
 		Logger:     logger,
 		Registerer: a.Registry,
+		Cache:      cache,
 	})
+	if cfg.Server.SSHAddr != "" {
+		a.SSH, err = sshd.New(sshd.Config{
+			Addr:               cfg.Server.SSHAddr,
+			IdleTimeout:        cfg.Server.SSHIdleTimeout.Duration,
+			MaxSessions:        cfg.Server.SSHMaxSessions,
+			MaxUnauthenticated: cfg.Server.SSHMaxUnauthenticated,
+			ProxyProtocol:      cfg.Server.ProxyProtocol,
+			TrustedProxies:     cfg.Server.TrustedProxies,
+		}, a.Hosting, a.Auth, a.Store, logger, a.Registry)
+		if err != nil {
+			return nil, fmt.Errorf("ssh server: %w", err)
+		}
+	}
 	a.Handler = a.routes()
 	return a, nil
+}
+
+// newCache opens the SCM cache in cache.dir/scm.
+func (a *App) newCache() (*packcache.Cache, error) {
+	cfg := a.Config.Cache
+	binary, err := exec.LookPath(a.Config.Git.Binary)
+	if err != nil {
+		return nil, fmt.Errorf("find git: %w", err)
+	}
+	identity, err := packcache.GitIdentity(binary, a.Git.HomeDir())
+	if err != nil {
+		return nil, err
+	}
+	return packcache.New(packcache.Config{
+		Dir:            filepath.Join(cfg.Dir, "scm"),
+		Packs:          cfg.Packs,
+		Refs:           cfg.Refs,
+		MaxBytes:       int64(cfg.MaxBytes),
+		MinFreeBytes:   int64(cfg.MinFreeBytes),
+		TTL:            cfg.TTL.Duration,
+		MinOccurrences: cfg.MinOccurrences,
+		GitIdentity:    identity,
+	}, a.Store, a.Registry, a.Logger)
 }
 
 func portOf(addr string) string {
@@ -243,7 +299,25 @@ func (a *App) Listen() error {
 		return fmt.Errorf("listen on %s (server.http_addr): %w", a.Config.Server.HTTPAddr, err)
 	}
 	a.httpLn = ln
+	if a.SSH != nil {
+		sln, err := net.Listen("tcp", a.Config.Server.SSHAddr)
+		if err != nil {
+			return fmt.Errorf("listen on %s (server.ssh_addr; set it empty to disable SSH): %w", a.Config.Server.SSHAddr, err)
+		}
+		a.sshLn = sln
+	}
 	return nil
+}
+
+// SSHAddr is the bound SSH address, or "" when SSH is disabled.
+func (a *App) SSHAddr() string {
+	if a.SSH == nil {
+		return ""
+	}
+	if a.sshLn == nil {
+		return a.Config.Server.SSHAddr
+	}
+	return a.sshLn.Addr().String()
 }
 
 // HTTPAddr is the bound HTTP address.
@@ -274,17 +348,34 @@ func (a *App) Serve(ctx context.Context) error {
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(a.httpLn) }()
-	a.Logger.Info("sluice serving", "component", "app", "http_addr", a.HTTPAddr(), "version", Version,
+	sshErrc := make(chan error, 1)
+	if a.SSH != nil {
+		go func() { sshErrc <- a.SSH.Serve(a.sshLn) }()
+	}
+	a.Logger.Info("sluice serving", "component", "app", "http_addr", a.HTTPAddr(), "ssh_addr", a.SSHAddr(), "version", Version,
 		"database", a.Store.Dialect(), "repositories", a.Config.Storage.Repositories)
 
 	select {
 	case err := <-errc:
 		return fmt.Errorf("http server: %w", err)
+	case err := <-sshErrc:
+		return fmt.Errorf("ssh server: %w", err)
 	case <-ctx.Done():
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), a.Config.Server.ShutdownTimeout.Duration)
 	defer cancel()
+	var sshDone chan error
+	if a.SSH != nil {
+		// SSH and HTTP drain side by side, within one shutdown timeout.
+		sshDone = make(chan error, 1)
+		go func() { sshDone <- a.SSH.Shutdown(sctx) }()
+	}
 	err := srv.Shutdown(sctx)
+	if sshDone != nil {
+		if serr := <-sshDone; serr != nil && err == nil {
+			err = serr
+		}
+	}
 	if jerr := a.Jobs.Stop(sctx); jerr != nil && err == nil {
 		err = jerr
 	}
@@ -300,6 +391,9 @@ func (a *App) Close() error {
 	a.once.Do(func() {
 		if a.httpLn != nil {
 			a.httpLn.Close()
+		}
+		if a.sshLn != nil {
+			a.sshLn.Close()
 		}
 		for i := len(a.closers) - 1; i >= 0; i-- {
 			if err := a.closers[i](); err != nil {

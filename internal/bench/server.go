@@ -116,8 +116,9 @@ func startProc(name string, argv, env []string, logPath string, logger *slog.Log
 	p.cmd.Env = env
 	p.cmd.Stdout, p.cmd.Stderr = logf, logf
 	// Its own process group, so that a Ctrl-C on the harness does not
-	// reach the server before the harness stops it in order.
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// reach the server before the harness stops it in order; and killed
+	// if the harness dies (a test timeout) instead of left running.
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := p.cmd.Start(); err != nil {
 		if p.cg != nil {
 			p.cg.remove()

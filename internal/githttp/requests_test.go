@@ -36,7 +36,7 @@ func TestRequestBodies(t *testing.T) {
 	const limit = 64 << 10
 	f := newFixture(t, serverOptions{maxRequestBody: limit})
 	f.seed(1)
-	auth := basic("alice", password)
+	auth := basic("alice", f.aliceTok)
 	upload := http.Header{"Authorization": {auth}, "Content-Type": {"application/x-git-upload-pack-request"}}
 	v2 := http.Header{"Git-Protocol": {"version=2"}}
 	with := func(h http.Header, kv ...string) http.Header {
@@ -98,7 +98,7 @@ func TestRequestBodies(t *testing.T) {
 func TestRoutes(t *testing.T) {
 	f := newFixture(t, serverOptions{})
 	f.seed(1)
-	auth := http.Header{"Authorization": {basic("alice", password)}}
+	auth := http.Header{"Authorization": {basic("alice", f.aliceTok)}}
 	cases := []struct {
 		method, path string
 		status       int
@@ -137,7 +137,7 @@ func TestRoutes(t *testing.T) {
 // before any repository lookup, let alone the disk.
 func TestPathsNeverReachTheStore(t *testing.T) {
 	f := newFixture(t, serverOptions{})
-	auth := http.Header{"Authorization": {basic("alice", password)}}
+	auth := http.Header{"Authorization": {basic("alice", f.aliceTok)}}
 	paths := []string{
 		"/scm/../../etc/info/refs",
 		"/scm/PROJ/../../etc/passwd/info/refs",
@@ -214,7 +214,7 @@ func TestErrorsGitPrints(t *testing.T) {
 	refuseRPC.Store(false)
 	refuseAdvert.Store(true)
 	code, hdr, body := f.do("GET", "/scm/PROJ/app.git/info/refs?service=git-upload-pack",
-		http.Header{"Authorization": {basic("alice", password)}}, nil)
+		http.Header{"Authorization": {basic("alice", f.aliceTok)}}, nil)
 	if code != http.StatusTooManyRequests || hdr.Get("Retry-After") != "7" || body != "server is busy\n" {
 		t.Errorf("GET info/refs: status %d, Retry-After %q, body %q", code, hdr.Get("Retry-After"), body)
 	}

@@ -85,6 +85,8 @@ type NodeOptions struct {
 	// Logger receives the node's log; nil discards it unless
 	// SLUICE_TEST_LOG=1.
 	Logger *slog.Logger
+	// SSH serves git over SSH on 127.0.0.1, on a port of its own.
+	SSH bool
 }
 
 // Node is an in-process Sluice node serving on 127.0.0.1.
@@ -104,6 +106,9 @@ func NewNode(t testing.TB, opts NodeOptions) *Node {
 	cfg.Data.Dir = dir
 	cfg.Server.HTTPAddr = "127.0.0.1:0"
 	cfg.Server.SSHAddr = ""
+	if opts.SSH {
+		cfg.Server.SSHAddr = "127.0.0.1:0"
+	}
 	cfg.Database.URL = opts.DatabaseURL
 	cfg.Storage.Repositories = opts.Repositories
 	cfg.Git.HookBinary = Binary(t)
@@ -223,4 +228,11 @@ func (n *Node) CloneURL(projectKey, slug, user, secret string) string {
 		u.User = url.UserPassword(user, secret)
 	}
 	return u.String()
+}
+
+// SSHURL is the SSH clone URL of a repository, for git with
+// GIT_SSH_COMMAND pointing at the client key (see the sshd tests). The node
+// must have been started with NodeOptions.SSH.
+func (n *Node) SSHURL(projectKey, slug string) string {
+	return "ssh://git@" + n.App.SSHAddr() + "/" + projectKey + "/" + slug + ".git"
 }
