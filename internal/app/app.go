@@ -42,6 +42,7 @@ import (
 	"github.com/sluice-scm/sluice/internal/repo"
 	"github.com/sluice-scm/sluice/internal/sshd"
 	"github.com/sluice-scm/sluice/internal/store"
+	"github.com/sluice-scm/sluice/internal/throttle"
 )
 
 // Version is set at build time with -ldflags.
@@ -49,6 +50,10 @@ var Version = "dev"
 
 // JobHousekeeping is the job kind that repacks a repository after pushes.
 const JobHousekeeping = "housekeeping"
+
+// housekeepingDelay lets a burst of pushes (a CI pipeline, a developer's
+// series) settle before the repository is looked at.
+const housekeepingDelay = 30 * time.Second
 
 // App is one Sluice node (or, for the admin CLI, the components it needs).
 type App struct {
@@ -64,6 +69,7 @@ type App struct {
 	Jobs     *jobs.Queue
 	Hosting  *hosting.Service
 	Cache    *packcache.Cache // nil when both cache kinds are off
+	Throttle *throttle.Throttle
 	Handler  http.Handler
 	// SSH is nil when server.ssh_addr is empty.
 	SSH *sshd.Server
@@ -158,14 +164,16 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger, opts Optio
 		if err := json.Unmarshal(payload, &args); err != nil {
 			return fmt.Errorf("decode housekeeping args: %w", err)
 		}
-		return a.Repos.Housekeep(ctx, args.RepoID)
+		_, err := a.Repos.HousekeepIfNeeded(ctx, args.RepoID)
+		return err
 	})
 	a.Hooks.OnPushed(func(req hooks.Request, _ []hooks.RefUpdate) {
-		// Housekeeping never runs inside a push: it is queued, and one
-		// pending job per repository is enough however many pushes land.
+		// Housekeeping never runs inside a push: it is queued, delayed so
+		// a burst of pushes is housekept once, and one pending job per
+		// repository is enough however many pushes land.
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if err := a.Jobs.Enqueue(ctx, JobHousekeeping, map[string]int64{"repo_id": req.RepoID}, jobs.Unique()); err != nil {
+		if err := a.Jobs.Enqueue(ctx, JobHousekeeping, map[string]int64{"repo_id": req.RepoID}, jobs.Unique(), jobs.Delay(housekeepingDelay)); err != nil {
 			logger.Warn("enqueue housekeeping", "component", "app", "repo_id", req.RepoID, "err", err)
 		}
 	})
@@ -193,6 +201,19 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger, opts Optio
 		cache = a.Cache
 	}
 
+	a.Throttle, err = throttle.New(cfg.Throttle, throttle.Options{
+		Store:      a.Store,
+		Auth:       a.Auth,
+		Logger:     logger,
+		Registerer: a.Registry,
+		RepoPath:   a.Repos.Path,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("throttle: %w", err)
+	}
+	a.Throttle.Start(ctx)
+	a.closers = append(a.closers, a.Throttle.Close)
+
 	a.Hosting = hosting.New(hosting.Deps{
 		Store:      a.Store,
 		Auth:       a.Auth,
@@ -202,6 +223,7 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger, opts Optio
 		Logger:     logger,
 		Registerer: a.Registry,
 		Cache:      cache,
+		Admission:  a.Throttle,
 	})
 	if cfg.Server.SSHAddr != "" {
 		a.SSH, err = sshd.New(sshd.Config{
@@ -420,8 +442,9 @@ func (a *App) routes() http.Handler {
 		Logger:     a.Logger,
 		BaseURL:    strings.TrimRight(a.Config.Server.BaseURL, "/"),
 		SSHBaseURL: strings.TrimRight(a.Config.Server.SSHBaseURL, "/"),
+		Throttle:   a.Throttle,
 	})
-	mux.Handle("/rest/", restAPI)
+	mux.Handle("/rest/", a.Throttle.Middleware(restAPI))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		io.WriteString(w, "ok\n")

@@ -146,6 +146,8 @@ type Service struct {
 	// request. It holds timestamps only, never permissions.
 	touchMu sync.Mutex
 	touched map[touchKey]time.Time
+
+	verified *verifiedCache
 }
 
 type touchKey struct {
@@ -164,11 +166,12 @@ func New(st store.Store, logger *slog.Logger, reg prometheus.Registerer) *Servic
 		logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Service{
-		st:      st,
-		logger:  logger.With("component", "auth"),
-		verify:  VerifyPassword,
-		now:     time.Now,
-		touched: make(map[touchKey]time.Time),
+		st:       st,
+		logger:   logger.With("component", "auth"),
+		verify:   VerifyPassword,
+		now:      time.Now,
+		touched:  make(map[touchKey]time.Time),
+		verified: newVerifiedCache(),
 		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_auth_attempts_total",
 			Help: "Authentication attempts by method (password, token, publickey) and outcome (success, failure, error).",

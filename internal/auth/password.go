@@ -180,9 +180,13 @@ func (s *Service) password(ctx context.Context, name, pw string) (*Principal, er
 		s.logger.Info("password login failed", "user", name, "reason", "no such user or no password")
 		return nil, fail
 	}
-	if !s.verify(u.PasswordHash, pw) {
-		s.logger.Info("password login failed", "user", u.Name, "reason", "wrong password")
-		return nil, fail
+	now := s.now()
+	if !s.verified.hit(u.Name, pw, u.PasswordHash, now) {
+		if !s.verify(u.PasswordHash, pw) {
+			s.logger.Info("password login failed", "user", u.Name, "reason", "wrong password")
+			return nil, fail
+		}
+		s.verified.add(u.Name, pw, u.PasswordHash, now)
 	}
 	if !u.Active {
 		s.logger.Info("password login failed", "user", u.Name, "reason", "user disabled")

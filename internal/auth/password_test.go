@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"golang.org/x/crypto/argon2"
@@ -211,4 +212,59 @@ func phcString(m, t uint32, p uint8, salt []byte, pw string) string {
 	key := argon2.IDKey([]byte(pw), salt, t, m, p, 32)
 	return fmt.Sprintf("$argon2id$v=19$m=%d,t=%d,p=%d$%s$%s", m, t, p,
 		base64.RawStdEncoding.EncodeToString(salt), base64.RawStdEncoding.EncodeToString(key))
+}
+
+// TestPasswordVerifiedOnce: a client repeating the same credentials pays
+// for one argon2id verification; a changed password hash, a wrong password
+// and a disabled user are never served from the cache.
+func TestPasswordVerifiedOnce(t *testing.T) {
+	ctx := context.Background()
+	st := newFakeStore()
+	w := newWorld(t, st)
+	var calls int
+	var mu sync.Mutex
+	w.svc.verify = func(hash, pw string) bool {
+		mu.Lock()
+		calls++
+		mu.Unlock()
+		return VerifyPassword(hash, pw)
+	}
+	for i := 0; i < 5; i++ {
+		if _, err := w.svc.Password(ctx, "alice", worldPassword); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if calls != 1 {
+		t.Fatalf("5 logins cost %d verifications, want 1", calls)
+	}
+	if _, err := w.svc.Password(ctx, "alice", "wrong"); !problem.Is(err, problem.Unauthenticated) {
+		t.Fatalf("wrong password after a cached success: %v", err)
+	}
+
+	// A password change replaces the stored hash: the old password must
+	// fail at once, though it was verified a moment ago.
+	u, err := st.UserByName(ctx, "alice")
+	must(t, err)
+	u.PasswordHash, err = HashPassword("new-password")
+	must(t, err)
+	must(t, st.UpdateUser(ctx, u))
+	if _, err := w.svc.Password(ctx, "alice", worldPassword); !problem.Is(err, problem.Unauthenticated) {
+		t.Fatalf("old password after a change: %v", err)
+	}
+	if _, err := w.svc.Password(ctx, "alice", "new-password"); err != nil {
+		t.Fatalf("new password: %v", err)
+	}
+	u.Active = false
+	must(t, st.UpdateUser(ctx, u))
+	if _, err := w.svc.Password(ctx, "alice", "new-password"); !problem.Is(err, problem.Unauthenticated) {
+		t.Fatalf("disabled user served from the cache: %v", err)
+	}
+
+	// Entries expire.
+	c := newVerifiedCache()
+	now := time.Now()
+	c.add("bob", "pw", "hash", now)
+	if !c.hit("bob", "pw", "hash", now.Add(time.Minute)) || c.hit("bob", "pw", "hash", now.Add(verifiedTTL+time.Second)) {
+		t.Error("cache entry lifetime wrong")
+	}
 }

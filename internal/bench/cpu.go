@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -113,16 +114,23 @@ func treeCPU(procDir string, root int) (time.Duration, error) {
 
 // cgroup is a cpuacct cgroup (v1) or a cgroup v2 directory that the
 // harness starts a server in, so that every process the server ever runs
-// is charged to it, however it exits.
+// is charged to it, however it exits. On v1 the process also joins a cpu
+// cgroup when its CPU is capped and a memory cgroup when one is writable
+// (extra); v2 has one directory for every controller.
 type cgroup struct {
-	dir string
-	v2  bool
+	dir   string
+	v2    bool
+	extra []string // v1 only: cpu and memory cgroup directories joined too
+	mem   string   // memory.usage_in_bytes (v1) or memory.current (v2) path; "" when unknown
 }
 
 // newCgroup creates a cgroup named name; it fails where cgroups are not
 // writable (no root, read-only /sys/fs/cgroup), and the caller then falls
-// back to TreeCPU.
-func newCgroup(name string) (*cgroup, error) {
+// back to TreeCPU. cpuLimit > 0 caps the processes at that many cores
+// through CFS bandwidth control (v1 cpu.cfs_quota_us, v2 cpu.max); a cap
+// that cannot be set is an error, because a measurement that silently runs
+// uncapped would be wrong.
+func newCgroup(name string, cpuLimit float64) (*cgroup, error) {
 	candidates := []struct {
 		parent string
 		v2     bool
@@ -148,6 +156,10 @@ func newCgroup(name string) (*cgroup, error) {
 			errs = append(errs, err)
 			continue
 		}
+		if err := cg.attachControllers(name, cpuLimit); err != nil {
+			cg.remove()
+			return nil, err
+		}
 		return cg, nil
 	}
 	if len(errs) == 0 {
@@ -156,10 +168,80 @@ func newCgroup(name string) (*cgroup, error) {
 	return nil, fmt.Errorf("create cgroup: %w", errors.Join(errs...))
 }
 
-// wrap returns an argv that joins the cgroup and then execs argv, so the
-// process is inside it before it forks anything.
+// cfsPeriod is the CFS bandwidth period the harness sets: the kernel's
+// default, 100 ms.
+const cfsPeriod = 100000
+
+// attachControllers sets the CPU cap and finds the memory meter.
+func (c *cgroup) attachControllers(name string, cpuLimit float64) error {
+	quota := int64(cpuLimit * cfsPeriod)
+	if c.v2 {
+		if f := filepath.Join(c.dir, "memory.current"); fileExists(f) {
+			c.mem = f
+		}
+		if cpuLimit > 0 {
+			if err := os.WriteFile(filepath.Join(c.dir, "cpu.max"), []byte(fmt.Sprintf("%d %d", quota, cfsPeriod)), 0o644); err != nil {
+				return fmt.Errorf("set cpu.max (is the cpu controller enabled in the parent's cgroup.subtree_control?): %w", err)
+			}
+		}
+		return nil
+	}
+	// v1: the memory hierarchy is optional (a meter), the cpu one is
+	// required only for a cap.
+	if fileExists("/sys/fs/cgroup/memory/cgroup.procs") {
+		dir := filepath.Join("/sys/fs/cgroup/memory", name)
+		if err := os.Mkdir(dir, 0o755); err == nil {
+			c.extra = append(c.extra, dir)
+			c.mem = filepath.Join(dir, "memory.usage_in_bytes")
+		}
+	}
+	if cpuLimit > 0 {
+		dir := filepath.Join("/sys/fs/cgroup/cpu", name)
+		if filepath.Clean(c.dir) == filepath.Clean(dir) {
+			// cpu and cpuacct co-mounted: one directory has both files.
+		} else if err := os.Mkdir(dir, 0o755); err != nil {
+			return fmt.Errorf("create cpu cgroup for a cpu cap: %w", err)
+		} else {
+			c.extra = append(c.extra, dir)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "cpu.cfs_period_us"), []byte(fmt.Sprint(cfsPeriod)), 0o644); err != nil {
+			return fmt.Errorf("set cpu.cfs_period_us: %w", err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "cpu.cfs_quota_us"), []byte(fmt.Sprint(quota)), 0o644); err != nil {
+			return fmt.Errorf("set cpu.cfs_quota_us: %w", err)
+		}
+	}
+	return nil
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
+// wrap returns an argv that joins the cgroup (and, on v1, its cpu and
+// memory twins) and then execs argv, so the process is inside them before
+// it forks anything.
 func (c *cgroup) wrap(argv []string) []string {
-	return append([]string{"/bin/sh", "-c", `echo $$ > "$0/cgroup.procs" && exec "$@"`, c.dir}, argv...)
+	script := `for d in "$0" $CG_EXTRA; do echo $$ > "$d/cgroup.procs" || exit 1; done; exec "$@"`
+	if len(c.extra) > 0 {
+		script = "CG_EXTRA='" + strings.Join(c.extra, " ") + "'; " + script
+	}
+	return append([]string{"/bin/sh", "-c", script, c.dir}, argv...)
+}
+
+// memory is the memory charged to the cgroup (page cache included, as the
+// kernel counts it); ok is false when there is no memory meter.
+func (c *cgroup) memory() (n int64, ok bool) {
+	if c.mem == "" {
+		return 0, false
+	}
+	b, err := os.ReadFile(c.mem)
+	if err != nil {
+		return 0, false
+	}
+	n, err = strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	return n, err == nil
 }
 
 // usage is the CPU time charged to the cgroup so far.
@@ -193,14 +275,55 @@ func (c *cgroup) usage() (time.Duration, error) {
 
 // remove deletes the cgroup once its processes have exited.
 func (c *cgroup) remove() error {
-	var err error
-	// The kernel refuses rmdir while a just-killed process is still being
-	// torn down; give it a moment.
-	for range 50 {
-		if err = os.Remove(c.dir); err == nil {
-			return nil
+	var errs []error
+	for _, dir := range append([]string{c.dir}, c.extra...) {
+		var err error
+		// The kernel refuses rmdir while a just-killed process is still
+		// being torn down; give it a moment.
+		for range 50 {
+			if err = os.Remove(dir); err == nil || errors.Is(err, fs.ErrNotExist) {
+				err = nil
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
 		}
-		time.Sleep(20 * time.Millisecond)
+		errs = append(errs, err)
 	}
-	return err
+	return errors.Join(errs...)
+}
+
+// treeRSS sums the resident set of root and its live descendants; 0 when
+// root is gone.
+func treeRSS(procDir string, root int) int64 {
+	entries, err := os.ReadDir(procDir)
+	if err != nil {
+		return 0
+	}
+	children := map[int][]int{}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		st, err := readProcStat(procDir, pid)
+		if err != nil {
+			continue
+		}
+		children[st.ppid] = append(children[st.ppid], pid)
+	}
+	var total int64
+	queue := []int{root}
+	for len(queue) > 0 {
+		pid := queue[0]
+		queue = queue[1:]
+		// statm's second field is resident pages.
+		if b, err := os.ReadFile(filepath.Join(procDir, strconv.Itoa(pid), "statm")); err == nil {
+			if f := strings.Fields(string(b)); len(f) > 1 {
+				n, _ := strconv.ParseInt(f[1], 10, 64)
+				total += n * int64(os.Getpagesize())
+			}
+		}
+		queue = append(queue, children[pid]...)
+	}
+	return total
 }

@@ -99,9 +99,18 @@ type proc struct {
 // startProc starts argv with its output in logPath, inside a fresh cgroup
 // when the machine allows one.
 func startProc(name string, argv, env []string, logPath string, logger *slog.Logger) (*proc, error) {
+	return startProcLimited(name, argv, env, logPath, 0, logger)
+}
+
+// startProcLimited is startProc with the process tree capped at cpuLimit
+// cores (0: no cap). A cap needs a cgroup, so without one it fails.
+func startProcLimited(name string, argv, env []string, logPath string, cpuLimit float64, logger *slog.Logger) (*proc, error) {
 	p := &proc{name: name, done: make(chan struct{}), logger: logger}
-	cg, err := newCgroup(fmt.Sprintf("sluice-bench-%d-%s", os.Getpid(), name))
+	cg, err := newCgroup(fmt.Sprintf("sluice-bench-%d-%s", os.Getpid(), name), cpuLimit)
 	if err != nil {
+		if cpuLimit > 0 {
+			return nil, fmt.Errorf("cap %s at %g cpus: %w", name, cpuLimit, err)
+		}
 		logger.Warn("no cgroup, measuring CPU from the process tree only", "process", name, "err", err)
 	} else {
 		p.cg = cg
@@ -210,4 +219,65 @@ func waitHTTP(ctx context.Context, url string, p *proc, accept ...int) error {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// FreePort returns a 127.0.0.1 port that was free a moment ago (see
+// freePort); exported for the performance lab.
+func FreePort() (int, error) { return freePort() }
+
+// Base is the server's http://HOST:PORT.
+func (s *Server) Base() string { return s.base }
+
+// Memory is the memory charged to the server's cgroups (page cache
+// included, as the kernel counts it), or the summed resident set of its
+// process trees when there is no memory cgroup.
+func (s *Server) Memory() int64 {
+	var total int64
+	for _, p := range s.procs {
+		if p.cg != nil {
+			if n, ok := p.cg.memory(); ok {
+				total += n
+				continue
+			}
+		}
+		total += treeRSS("/proc", p.cmd.Process.Pid)
+	}
+	return total
+}
+
+// Exited reports whether any of the server's processes has ended, with
+// its error: a node that died under load must not be mistaken for an idle
+// one.
+func (s *Server) Exited() (bool, error) {
+	for _, p := range s.procs {
+		if done, err := p.exited(); done {
+			return true, fmt.Errorf("%s exited: %v", p.name, err)
+		}
+	}
+	return false, nil
+}
+
+// Process is one long-running process the harness started, exported so
+// the performance lab can run helpers (HAProxy) the same way.
+type Process struct{ p *proc }
+
+// StartProcess starts argv with its output in logPath, in a cgroup of its
+// own when the machine allows one, capped at cpuLimit cores when > 0.
+func StartProcess(name string, argv, env []string, logPath string, cpuLimit float64, logger *slog.Logger) (*Process, error) {
+	p, err := startProcLimited(name, argv, env, logPath, cpuLimit, logger)
+	if err != nil {
+		return nil, err
+	}
+	return &Process{p: p}, nil
+}
+
+// Server wraps the process as a one-process Server reachable at base.
+func (p *Process) Server(base string) *Server {
+	return &Server{Name: p.p.name, base: base, procs: []*proc{p.p}}
+}
+
+// WaitHTTP polls url until it answers with one of the accepted statuses,
+// the process exits, or ctx ends.
+func (p *Process) WaitHTTP(ctx context.Context, url string, accept ...int) error {
+	return waitHTTP(ctx, url, p.p, accept...)
 }

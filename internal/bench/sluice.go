@@ -21,6 +21,18 @@ type SluiceConfig struct {
 	// Settings are extra configuration keys, passed as SLUICE_*
 	// environment variables: {"cache.packs": "false"}.
 	Settings map[string]string
+	// Name names the process and its cgroup; default "sluice". Nodes
+	// started side by side need distinct names.
+	Name string
+	// SSHAddr is server.ssh_addr; empty runs no SSH listener.
+	SSHAddr string
+	// CPULimit caps the node's process tree at this many cores (0: no cap).
+	CPULimit float64
+	// NoUser skips creating User (the data set already holds the users).
+	NoUser bool
+	// Env is extra environment (NAME=value) for every sluice command,
+	// e.g. SLUICE_ADMIN_PASSWORD.
+	Env []string
 }
 
 // env is the environment of every sluice command: the caller's, minus its
@@ -36,7 +48,7 @@ func (c SluiceConfig) env() []string {
 	for k, v := range c.Settings {
 		env = append(env, "SLUICE_"+strings.ToUpper(strings.ReplaceAll(k, ".", "_"))+"="+v)
 	}
-	return env
+	return append(env, c.Env...)
 }
 
 // Admin runs `sluice admin ARGS… --data DIR` and returns its standard
@@ -65,17 +77,24 @@ func StartSluice(ctx context.Context, cfg SluiceConfig, logger *slog.Logger) (*S
 		return nil, err
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	// No SSH listener: the benchmark is HTTP only, and a second fixed
-	// port could collide with another node on the machine.
-	p, err := startProc("sluice", []string{cfg.Binary, "serve", "--data", cfg.Dir, "--http-addr", addr, "--ssh-addr", ""},
-		cfg.env(), filepath.Join(cfg.Dir, "sluice.log"), logger)
+	// No SSH listener unless asked for: the benchmark is HTTP only, and a
+	// second fixed port could collide with another node on the machine.
+	name := cfg.Name
+	if name == "" {
+		name = "sluice"
+	}
+	p, err := startProcLimited(name, []string{cfg.Binary, "serve", "--data", cfg.Dir, "--http-addr", addr, "--ssh-addr", cfg.SSHAddr},
+		cfg.env(), filepath.Join(cfg.Dir, name+".log"), cfg.CPULimit, logger)
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{Name: "sluice", base: "http://" + addr, user: cfg.User, pass: cfg.Password, procs: []*proc{p}}
+	s := &Server{Name: name, base: "http://" + addr, user: cfg.User, pass: cfg.Password, procs: []*proc{p}}
 	if err := waitHTTP(ctx, s.base+"/readyz", p, 200); err != nil {
 		s.Stop()
-		return nil, fmt.Errorf("%w (log: %s)", err, tail(filepath.Join(cfg.Dir, "sluice.log")))
+		return nil, fmt.Errorf("%w (log: %s)", err, tail(filepath.Join(cfg.Dir, name+".log")))
+	}
+	if cfg.NoUser {
+		return s, nil
 	}
 	if _, err := cfg.Admin(ctx, "user", "create", "--username", cfg.User, "--password", cfg.Password, "--admin"); err != nil {
 		s.Stop()

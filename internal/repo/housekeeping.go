@@ -70,12 +70,26 @@ func (m *Manager) Housekeep(ctx context.Context, id int64) error {
 	return err
 }
 
-// HousekeepWithStats is Housekeep returning what it did.
+// HousekeepWithStats is Housekeep returning what it did. It waits for a
+// housekeeping already running on the repository (another process or node)
+// to finish first.
 func (m *Manager) HousekeepWithStats(ctx context.Context, id int64) (HousekeepStats, error) {
-	var st HousekeepStats
 	if err := checkID(id); err != nil {
-		return st, err
+		return HousekeepStats{}, err
 	}
+	if !m.Exists(id) {
+		return HousekeepStats{}, problem.New(problem.NotFound, "repository %d not found", id)
+	}
+	unlock, err := lockHousekeeping(ctx, m.Path(id), true)
+	if err != nil {
+		return HousekeepStats{}, err
+	}
+	defer unlock()
+	return m.housekeep(ctx, id)
+}
+
+func (m *Manager) housekeep(ctx context.Context, id int64) (HousekeepStats, error) {
+	var st HousekeepStats
 	if !m.Exists(id) {
 		return st, problem.New(problem.NotFound, "repository %d not found", id)
 	}
