@@ -46,6 +46,7 @@ import (
 	"github.com/sluice-scm/sluice/internal/gitcmd"
 	"github.com/sluice-scm/sluice/internal/hooks"
 	"github.com/sluice-scm/sluice/internal/problem"
+	"github.com/sluice-scm/sluice/internal/pull"
 	"github.com/sluice-scm/sluice/internal/repo"
 	"github.com/sluice-scm/sluice/internal/store"
 )
@@ -64,6 +65,18 @@ type Deps struct {
 	// SSHBaseURL prefixes SSH clone links ("ssh://git@host:7999"); empty
 	// leaves the SSH link out.
 	SSHBaseURL string
+	// Throttle backs the throttling admin endpoints (throttle.go); nil
+	// leaves them out.
+	Throttle Throttle
+	// PackCache backs the SCM cache admin endpoints (cache.go); nil leaves
+	// them out.
+	PackCache PackCache
+	// Pulls serves pull requests, branch permissions, build statuses and
+	// webhooks (pulls*.go); nil leaves those routes out.
+	Pulls *pull.Service
+	// Cluster backs the cluster status endpoint (cluster.go); nil leaves
+	// it out.
+	Cluster ClusterStatus
 }
 
 // maxBodyBytes caps a JSON request body. The largest legitimate body (a
@@ -87,7 +100,12 @@ func New(d Deps) http.Handler {
 	d.BaseURL = strings.TrimRight(d.BaseURL, "/")
 	d.SSHBaseURL = strings.TrimRight(d.SSHBaseURL, "/")
 	s := &server{Deps: d, logger: d.Logger.With("component", "api"), mux: http.NewServeMux()}
-	s.routes = s.routeTable()
+	s.routes = append(append(s.routeTable(), s.throttleRoutes()...), s.cacheRoutes()...)
+	s.routes = append(s.routes, s.clusterRoutes()...)
+	s.routes = append(s.routes, s.sshKeyRoutes()...)
+	if d.Pulls != nil {
+		s.routes = append(append(s.routes, s.pullRoutes()...), s.pullAdminRoutes()...)
+	}
 	for _, rt := range s.routes {
 		s.mux.Handle(rt.Method+" "+rt.Pattern, s.wrap(rt))
 	}

@@ -39,6 +39,7 @@ import (
 	"github.com/sluice-scm/sluice/internal/jobs"
 	"github.com/sluice-scm/sluice/internal/packcache"
 	"github.com/sluice-scm/sluice/internal/problem"
+	"github.com/sluice-scm/sluice/internal/pull"
 	"github.com/sluice-scm/sluice/internal/repo"
 	"github.com/sluice-scm/sluice/internal/sshd"
 	"github.com/sluice-scm/sluice/internal/store"
@@ -71,11 +72,13 @@ type App struct {
 	Cache    *packcache.Cache // nil when both cache kinds are off
 	Throttle *throttle.Throttle
 	Handler  http.Handler
+	Pulls    *pull.Service
 	// SSH is nil when server.ssh_addr is empty.
 	SSH *sshd.Server
 
 	httpLn  net.Listener
 	sshLn   net.Listener
+	cluster *clusterParts // nil for the admin CLI
 	closers []func() error
 	once    sync.Once
 }
@@ -91,9 +94,11 @@ type Options struct {
 // New builds a node from cfg (already resolved and validated).
 func New(ctx context.Context, cfg config.Config, logger *slog.Logger, opts Options) (a *App, err error) {
 	a = &App{Config: cfg, Logger: logger, Registry: prometheus.NewRegistry()}
+	// The error returns set a to nil: close what was built through a copy.
+	built := a
 	defer func() {
 		if err != nil {
-			a.Close()
+			built.Close()
 		}
 	}()
 	a.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -178,8 +183,15 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger, opts Optio
 		}
 	})
 
+	if err := a.newPulls(); err != nil {
+		return nil, err
+	}
+
 	if opts.Admin {
 		return a, nil
+	}
+	if err := a.newCluster(); err != nil {
+		return nil, err
 	}
 
 	if err := a.Hooks.Reconcile(ctx); err != nil {
@@ -362,6 +374,9 @@ func (a *App) Serve(ctx context.Context) error {
 	if err := a.Jobs.Start(ctx); err != nil {
 		return fmt.Errorf("start jobs: %w", err)
 	}
+	if err := a.startCluster(ctx); err != nil {
+		return fmt.Errorf("start cluster: %w", err)
+	}
 	srv := &http.Server{
 		Handler:           a.Handler,
 		ReadHeaderTimeout: a.Config.Server.ReadHeaderTimeout.Duration,
@@ -433,6 +448,10 @@ func (a *App) routes() http.Handler {
 		MaxPushBody:    int64(a.Config.Git.MaxInputSize),
 		BodyTimeout:    a.Config.Server.BodyTimeout.Duration,
 	}, a.Logger))
+	var packCache api.PackCache
+	if a.Cache != nil {
+		packCache = a.Cache
+	}
 	restAPI := api.New(api.Deps{
 		Store:      a.Store,
 		Auth:       a.Auth,
@@ -443,8 +462,12 @@ func (a *App) routes() http.Handler {
 		BaseURL:    strings.TrimRight(a.Config.Server.BaseURL, "/"),
 		SSHBaseURL: strings.TrimRight(a.Config.Server.SSHBaseURL, "/"),
 		Throttle:   a.Throttle,
+		PackCache:  packCache,
+		Pulls:      a.Pulls,
+		Cluster:    clusterStatus{a},
 	})
 	mux.Handle("/rest/", a.Throttle.Middleware(restAPI))
+	mux.Handle("/", a.web())
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		io.WriteString(w, "ok\n")

@@ -48,6 +48,7 @@ import (
 	"github.com/sluice-scm/sluice/internal/hosting"
 	"github.com/sluice-scm/sluice/internal/problem"
 	"github.com/sluice-scm/sluice/internal/store"
+	"github.com/sluice-scm/sluice/internal/throttle"
 )
 
 // DefaultMaxRequestBody bounds upload-pack request bodies when
@@ -94,9 +95,7 @@ func New(svc *hosting.Service, a *auth.Service, cfg Config, logger *slog.Logger)
 	return &handler{svc: svc, auth: a, cfg: cfg, logger: logger.With("component", "githttp")}
 }
 
-const (
-	endpointInfoRefs = "info/refs"
-)
+const endpointInfoRefs = "info/refs"
 
 // route is a parsed request path.
 type route struct {
@@ -272,6 +271,8 @@ func (h *handler) rpc(w http.ResponseWriter, r *http.Request, rt route) {
 	if r.Context().Err() != nil {
 		return // nobody is listening
 	}
+	// git reads the message, not the headers; scripts may read these.
+	throttle.SetHeaders(w.Header(), err)
 	h.protocolError(out, err, sideband)
 }
 
@@ -340,6 +341,7 @@ func (h *handler) plainError(w http.ResponseWriter, err error, status ...int) {
 	if ra := problem.RetryAfter(err); ra > 0 {
 		hdr.Set("Retry-After", strconv.Itoa(ra))
 	}
+	throttle.SetHeaders(hdr, err) // X-RateLimit-* on a rate-limit refusal
 	hdr.Set("Content-Type", "text/plain; charset=utf-8")
 	hdr.Set("X-Content-Type-Options", "nosniff")
 	setNoCache(hdr)

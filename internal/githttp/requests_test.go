@@ -49,8 +49,8 @@ func TestRequestBodies(t *testing.T) {
 		}
 		return out
 	}
-	// 16 MiB of valid v2 arguments that gzip to a few KiB.
-	bomb := gzipped(t, pkt("command=ls-refs\n")+"0001"+strings.Repeat(pkt("peel\n"), (16<<20)/9))
+	// 4 MiB of valid v2 arguments that gzip to a few KiB.
+	bomb := gzipped(t, pkt("command=ls-refs\n")+"0001"+strings.Repeat(pkt("peel\n"), (4<<20)/9))
 	if len(bomb) > limit {
 		t.Fatalf("bomb is %d bytes compressed, want under the limit", len(bomb))
 	}
@@ -224,5 +224,35 @@ func TestErrorsGitPrints(t *testing.T) {
 	}
 	if after := f.refs(f.repo); after != before {
 		t.Fatalf("refs changed:\n%s", after)
+	}
+}
+
+// TestGitSendsGzip makes the real client send an upload-pack request big
+// enough that it compresses it (remote-curl gzips bodies over 1 KiB): a
+// fetch of 30 branches into an empty repository, 30 want lines, in every
+// protocol version.
+func TestGitSendsGzip(t *testing.T) {
+	f := newFixture(t, serverOptions{})
+	wt := f.seed(1)
+	for i := 0; i < 30; i++ {
+		f.commit(wt, "n.txt", fmt.Sprintf("%d\n", i))
+		f.mustGit(wt, "branch", fmt.Sprintf("b%02d", i))
+	}
+	// Straight into the repository: through the server, each of the 30
+	// ref updates would run the hooks (this test binary) twice.
+	f.mustGit(wt, "push", "-q", f.repos.Path(f.repo.ID), "refs/heads/*:refs/heads/*")
+	want := f.refs(f.repo)
+	for _, v := range []string{"0", "1", "2"} {
+		dir := t.TempDir()
+		f.mustGit(dir, "init", "-q", "--bare")
+		before := f.gzipRequests.Load()
+		f.mustGit(dir, "-c", "protocol.version="+v, "fetch", "-q", f.writerURL(), "+refs/heads/*:refs/heads/*")
+		if f.gzipRequests.Load() == before {
+			t.Fatalf("v%s: git sent no gzip request; the test proves nothing", v)
+		}
+		got, _, err := f.git(dir, "for-each-ref", "--format=%(objectname) %(refname)")
+		if err != nil || got != want {
+			t.Fatalf("v%s: fetched refs:\n%s\nwant:\n%s", v, got, want)
+		}
 	}
 }

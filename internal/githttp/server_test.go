@@ -85,6 +85,8 @@ type server struct {
 	repos *repo.Manager
 	home  string // HOME for the git client
 	log   *syncBuffer
+	// gzipRequests counts requests that came with a gzip body.
+	gzipRequests atomic.Int64
 }
 
 type syncBuffer struct {
@@ -155,7 +157,14 @@ func newServer(t *testing.T, opts serverOptions) *server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	s := &server{}
+	count := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Content-Encoding") == "gzip" {
+			s.gzipRequests.Add(1)
+		}
+		h.ServeHTTP(w, r)
+	})
+	srv := &http.Server{Handler: count, ReadHeaderTimeout: 10 * time.Second}
 	go srv.Serve(ln)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -166,10 +175,9 @@ func newServer(t *testing.T, opts serverOptions) *server {
 	if err := os.MkdirAll(home, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	return &server{
-		t: t, base: "http://" + ln.Addr().String(), host: ln.Addr().String(),
-		st: st, auth: a, repos: repos, home: home, log: logs,
-	}
+	s.t, s.base, s.host = t, "http://"+ln.Addr().String(), ln.Addr().String()
+	s.st, s.auth, s.repos, s.home, s.log = st, a, repos, home, logs
+	return s
 }
 
 func (s *server) user(name, password string) *store.User {

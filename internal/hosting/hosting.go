@@ -8,7 +8,8 @@
 //     upload-pack and upload-archive, write for receive-pack). A repository
 //     the caller may not read and a missing one give the same error;
 //  2. rate-limit the principal (Admission.RateLimit);
-//  3. for stateless upload-pack requests and advertisements, let the pack
+//  3. for stateless upload-pack requests and advertisements, and for each
+//     command of a protocol v2 upload-pack session over SSH, let the pack
 //     cache answer (Cache) — a hit starts no git process;
 //  4. take a hosting ticket (Admission.Admit), queueing when the node is
 //     saturated;
@@ -34,6 +35,7 @@
 package hosting
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -41,6 +43,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -119,6 +122,8 @@ type Generate func(ctx context.Context, w io.Writer) error
 
 // Cache answers stateless upload-pack requests and advertisements from
 // earlier answers. The packcache package implements it; nil disables it.
+// Protocol v2 SSH sessions reach it too, one command (and the capability
+// advertisement) at a time, as stateless requests (see serveV2Session).
 //
 // Serve either answers the request (handled true), writing to w what git
 // would write — from storage on a hit, or by calling generate on a miss
@@ -311,6 +316,9 @@ func (s *Service) Serve(ctx context.Context, op Op, stdin io.Reader, stdout io.W
 		}
 		return t.finish(s.classify(ctx, generate(ctx, out), out))
 	}
+	if s.d.Cache != nil && op.Service == UploadPack && gitcmd.ProtocolVersion(op.Protocol) == 2 {
+		return t.finish(s.classify(ctx, s.serveV2Session(ctx, op, r, t, in, out), out))
+	}
 
 	var env []string
 	if op.Service == ReceivePack && s.d.Hooks != nil {
@@ -319,6 +327,99 @@ func (s *Service) Serve(ctx context.Context, op Op, stdin io.Reader, stdout io.W
 		env = hookEnv
 	}
 	return t.finish(s.classify(ctx, s.run(ctx, op, r, t, flags, in, out, env), out))
+}
+
+// MaxSessionRequest bounds one command of a protocol v2 session (SSH) that
+// serveV2Session buffers for the cache, like githttp's default bound on a
+// stateless request body (some 200,000 haves).
+const MaxSessionRequest = 10 << 20
+
+// serveV2Session answers a protocol v2 upload-pack session (SSH) one
+// command at a time, so that the pack cache can answer each command like a
+// stateless HTTP request. Protocol v2 is stateless by design: git's own
+// HTTP transport runs exactly these --stateless-rpc invocations, which
+// answer each command as the long-lived session would, and the capability
+// advertisement is the same bytes. Protocol v0 sessions are not split: their
+// negotiation is stateful, so they run one git process as before.
+func (s *Service) serveV2Session(ctx context.Context, op Op, r *store.Repository, t *tracker, in io.Reader, out io.Writer) error {
+	adOp := op
+	adOp.Advertisement = true
+	advertise := func(ctx context.Context, w io.Writer) error {
+		return s.run(ctx, op, r, t, []string{"--stateless-rpc", "--advertise-refs"}, nil, w, nil)
+	}
+	if err := s.cached(ctx, &CacheRequest{Repo: r, Op: adOp, Protocol: op.Protocol}, out, advertise); err != nil {
+		return err
+	}
+	t.cache = "session"
+	br := bufio.NewReader(in)
+	for {
+		body, err := readV2Command(br, MaxSessionRequest)
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return readError(err)
+		}
+		generate := func(ctx context.Context, w io.Writer) error {
+			return s.run(ctx, op, r, t, []string{"--stateless-rpc"}, bytes.NewReader(body), w, nil)
+		}
+		if err := s.cached(ctx, &CacheRequest{Repo: r, Op: op, Protocol: op.Protocol, Body: body}, out, generate); err != nil {
+			return err
+		}
+	}
+}
+
+// cached answers req from the cache, or with generate when it declines.
+func (s *Service) cached(ctx context.Context, req *CacheRequest, w io.Writer, generate Generate) error {
+	if handled, err := s.d.Cache.Serve(ctx, req, w, generate); handled {
+		return err
+	}
+	return generate(ctx, w)
+}
+
+// readV2Command returns the raw pkt-lines of one v2 command, up to and
+// including its closing flush. A flush where a command should start, or
+// the end of input, ends the session (io.EOF). What the lines hold is left
+// to git and the cache's parser.
+func readV2Command(r *bufio.Reader, limit int) ([]byte, error) {
+	var buf []byte
+	for {
+		var hdr [4]byte
+		if _, err := io.ReadFull(r, hdr[:]); err != nil {
+			if err == io.EOF && len(buf) == 0 {
+				return nil, io.EOF
+			}
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
+		n, err := strconv.ParseUint(string(hdr[:]), 16, 16)
+		if err != nil {
+			return nil, problem.New(problem.Invalid, "malformed pkt-line length %q", hdr[:])
+		}
+		if n == 0 && len(buf) == 0 {
+			return nil, io.EOF
+		}
+		buf = append(buf, hdr[:]...)
+		switch {
+		case n == 0:
+			return buf, nil
+		case n < 4: // delim (0001) or response-end (0002)
+			continue
+		}
+		if len(buf)+int(n) > limit {
+			return nil, problem.New(problem.TooLarge, "git request larger than %d bytes", limit)
+		}
+		start := len(buf)
+		buf = append(buf, make([]byte, n-4)...)
+		if _, err := io.ReadFull(r, buf[start:]); err != nil {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
+	}
 }
 
 // prepare resolves and authorizes op's repository and charges the rate

@@ -36,6 +36,7 @@ const (
 	reasonPressure = "pressure"
 	reasonCPULow   = "cpu_low"
 	reasonIdle     = "not_saturated"
+	reasonStarting = "starting" // the first reading only primes the rate
 )
 
 // next returns the limit for the coming interval.
@@ -75,7 +76,11 @@ func (l law) next(limit int, s sample) (int, string) {
 			next, reason = grow, reasonCPULow
 		}
 	}
-	return max(l.min, min(l.max, next)), reason
+	next = max(l.min, min(l.max, next))
+	if next == limit {
+		reason = reasonHold // pinned at a bound
+	}
+	return next, reason
 }
 
 // controller samples the sources once per interval and applies the law.
@@ -128,6 +133,7 @@ func (c *controller) tick(now time.Time, avgInUse float64, saturated bool, inUse
 	}
 	if !c.primed || !now.After(c.lastAt) {
 		c.primed, c.lastCPU, c.lastAt = true, usage, now
+		st.Reason = reasonStarting
 		c.last = st
 		return st
 	}

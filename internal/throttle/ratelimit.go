@@ -263,25 +263,19 @@ func (r *rateLimiter) take(p *auth.Principal, remote string) decision {
 }
 
 // sweep drops buckets that have refilled completely: a full bucket is the
-// same as none, so idle principals cost nothing. The least recently used
-// are at the back, so the walk stops at the first bucket still in debt
-// that was used recently enough.
+// same as none, so idle principals cost nothing. It walks every bucket,
+// which at the map's bound is some milliseconds once per poll.
 func (r *rateLimiter) sweep() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	now := r.now()
 	for el := r.lru.Back(); el != nil; {
-		b := el.Value.(*bucket)
 		prev := el.Prev()
-		full := b.tokens+now.Sub(b.last).Seconds()*b.spec.refill >= float64(b.spec.bucket)
-		if !full {
-			// Buckets nearer the front were used later; they may still
-			// be full (a small bucket), but most will not be.
-			el = prev
-			continue
+		b := el.Value.(*bucket)
+		if b.tokens+now.Sub(b.last).Seconds()*b.spec.refill >= float64(b.spec.bucket) {
+			r.lru.Remove(el)
+			delete(r.buckets, b.key)
 		}
-		r.lru.Remove(el)
-		delete(r.buckets, b.key)
 		el = prev
 	}
 }

@@ -168,9 +168,6 @@ type Options struct {
 	Interval, PollInterval, ProgressEvery time.Duration
 	// MaxBuckets bounds the rate-limit bucket map.
 	MaxBuckets int
-	// HoldHook, when set, runs after a ticket is granted and before
-	// Admit returns (tests use it to hold a ticket).
-	HoldHook func(op hosting.Op)
 }
 
 // Throttle is one node's admission control. It implements
@@ -190,9 +187,10 @@ type Throttle struct {
 	ctrlState controlState
 	sizes     map[string]sizeEntry
 
-	stop    chan struct{}
-	done    chan struct{}
-	started bool
+	stop      chan struct{}
+	done      chan struct{}
+	started   bool
+	closeOnce sync.Once
 }
 
 var _ hosting.Admission = (*Throttle)(nil)
@@ -253,10 +251,12 @@ func New(cfg config.Throttle, opts Options) (*Throttle, error) {
 			pressureHigh: pressureHigh,
 		}
 		l.max = max(l.max, l.min)
-		// Start low and let demand raise it: a node that starts under a
-		// storm must not admit max tickets before its first sample.
-		t.ctrl = newController(l, src, l.min)
-		start = l.min
+		// Start at Bitbucket's sizing rule of thumb, 2 concurrent clones
+		// per CPU, within the bounds, and let measurement move it: a node
+		// that starts under a storm must not admit max tickets before its
+		// first sample, nor crawl up from the floor when it is idle.
+		start = max(l.min, min(l.max, int(math.Round(2*src.Cores))))
+		t.ctrl = newController(l, src, start)
 	default:
 		return nil, fmt.Errorf("throttle: unknown strategy %q", cfg.Strategy)
 	}
@@ -294,10 +294,12 @@ func (t *Throttle) Start(ctx context.Context) {
 // Close stops the background loop. Operations holding tickets are not
 // affected.
 func (t *Throttle) Close() error {
-	close(t.stop)
-	if t.started {
-		<-t.done
-	}
+	t.closeOnce.Do(func() {
+		close(t.stop)
+		if t.started {
+			<-t.done
+		}
+	})
 	return nil
 }
 
@@ -463,9 +465,6 @@ func (t *Throttle) Admit(ctx context.Context, p *auth.Principal, op hosting.Op, 
 	if err != nil {
 		return nil, t.refuse(err, p, op, waited)
 	}
-	if t.opts.HoldHook != nil {
-		t.opts.HoldHook(op)
-	}
 	granted := t.now()
 	var once sync.Once
 	return func() {
@@ -482,7 +481,7 @@ func (t *Throttle) refuse(err error, p *auth.Principal, op hosting.Op, waited ti
 		pe = problem.New(problem.Unavailable, "server busy: queue full")
 	case errors.Is(err, errQueueTimeout):
 		reason = "queue_timeout"
-		pe = problem.New(problem.Unavailable, "waited %ds for capacity; try again later", int(math.Round(waited.Seconds())))
+		pe = problem.New(problem.Unavailable, "waited %ds for capacity; try again later", max(1, int(math.Round(waited.Seconds()))))
 	default:
 		// The client went away while it waited: nobody to tell.
 		return problem.Wrap(problem.Unavailable, err, "request canceled")

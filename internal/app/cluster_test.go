@@ -1,0 +1,119 @@
+package app
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-scm/sluice/internal/config"
+	"github.com/sluice-scm/sluice/internal/problem"
+)
+
+func testConfig(t *testing.T, dir string) config.Config {
+	t.Helper()
+	cfg := config.Default()
+	cfg.Data.Dir = dir
+	cfg.Server.HTTPAddr = "127.0.0.1:0"
+	cfg.Server.SSHAddr = ""
+	cfg.Git.HookBinary = "/bin/false" // no push happens here
+	if err := cfg.Resolve(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// A second server on one SQLite database is refused with a message that
+// names the holder; the admin CLI's app still opens beside it, and the
+// lock goes with the first server.
+func TestSQLiteSingleServer(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(t, dir)
+	logger := slog.New(slog.DiscardHandler)
+	t.Setenv("SLUICE_ADMIN_PASSWORD", "pw-for-tests")
+	ctx := context.Background()
+
+	first, err := New(ctx, cfg, logger, Options{Stdout: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = New(ctx, cfg, logger, Options{Stdout: io.Discard})
+	if !problem.Is(err, problem.Unavailable) {
+		first.Close()
+		t.Fatalf("second server: %v, want Unavailable", err)
+	}
+	db := strings.TrimPrefix(cfg.Database.URL, "sqlite://")
+	msg := problem.Message(err)
+	for _, want := range []string{"another sluice server is using " + db, "(pid ", "SQLite supports one server — use PostgreSQL for a cluster"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("message %q lacks %q", msg, want)
+		}
+	}
+	admin, err := New(ctx, cfg, logger, Options{Admin: true})
+	if err != nil {
+		t.Fatalf("admin app beside a server: %v", err)
+	}
+	if _, err := admin.ClusterNodes(ctx); err != nil {
+		t.Errorf("admin cluster status: %v", err)
+	}
+	admin.Close()
+
+	if err := first.Close(); err != nil {
+		t.Fatal(err)
+	}
+	again, err := New(ctx, cfg, logger, Options{Stdout: io.Discard})
+	if err != nil {
+		t.Fatalf("server after the first closed: %v", err)
+	}
+	again.Close()
+}
+
+func TestStaleLeftovers(t *testing.T) {
+	old := time.Now().Add(-2 * time.Hour)
+	for _, tc := range []struct {
+		name  string
+		path  string // relative to the repository; a trailing / makes a directory
+		aged  bool
+		stale bool
+	}{
+		{"clean", "", false, false},
+		{"fresh packed-refs lock", "packed-refs.lock", false, false},
+		{"old packed-refs lock", "packed-refs.lock", true, true},
+		{"old ref lock", "refs/heads/feature/x.lock", true, true},
+		{"old non-lock ref", "refs/heads/main", true, false},
+		{"old quarantine", "objects/tmp_objdir-incoming-abc/", true, true},
+		{"fresh quarantine", "objects/tmp_objdir-incoming-abc/", false, false},
+		{"old temporary pack", "objects/pack/tmp_pack_123", true, true},
+		{"old midx lock", "objects/pack/multi-pack-index.lock", true, true},
+		{"housekeeping flock is not a lock file", "sluice-housekeeping", true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			for _, d := range []string{"refs/heads", "objects/pack", "objects/info"} {
+				os.MkdirAll(filepath.Join(dir, d), 0o755)
+			}
+			if tc.path != "" {
+				p := filepath.Join(dir, tc.path)
+				if strings.HasSuffix(tc.path, "/") {
+					os.MkdirAll(p, 0o755)
+				} else {
+					os.MkdirAll(filepath.Dir(p), 0o755)
+					os.WriteFile(p, nil, 0o644)
+				}
+				if tc.aged {
+					os.Chtimes(p, old, old)
+				}
+			}
+			if got := staleLeftovers(dir, time.Now()); got != tc.stale {
+				t.Errorf("staleLeftovers = %v, want %v", got, tc.stale)
+			}
+		})
+	}
+}
