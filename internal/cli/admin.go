@@ -31,6 +31,8 @@ func newAdmin(stdout, stderr io.Writer) *cobra.Command {
 	repos := &cobra.Command{Use: "repo", Short: "Manage repositories"}
 	repos.AddCommand(adminRepoCreate(&g, stdout, stderr), adminRepoGC(&g, stdout, stderr))
 	admin.AddCommand(user, token, project, repos, adminGrant(&g, stdout, stderr))
+	admin.AddCommand(adminSSHKey(&g, stdout, stderr))
+	admin.AddCommand(adminCluster(&g, stdout, stderr))
 	return admin
 }
 

@@ -26,7 +26,9 @@
 // are refused at the public-key step rather than accepted, so a client
 // with several keys (an agent) goes on to offer the one Sluice knows.
 // Such a session can do nothing else: it never reaches hosting, and
-// anonymous read of public repositories is an HTTP feature only.
+// anonymous read of public repositories is an HTTP feature only. (OpenSSH
+// with BatchMode=yes skips keyboard-interactive, so such a client sees
+// its own "Permission denied (publickey,…)" instead: no more revealing.)
 //
 // # Requests
 //
@@ -641,7 +643,7 @@ func (c *conn) monitor(stop <-chan struct{}, wg *sync.WaitGroup) {
 	if s.cfg.IdleTimeout > 0 {
 		// Checking four times per timeout closes an idle connection at
 		// most a quarter of the timeout late.
-		t := time.NewTicker(s.cfg.IdleTimeout / 4)
+		t := time.NewTicker(max(s.cfg.IdleTimeout/4, time.Millisecond))
 		defer t.Stop()
 		idle = t.C
 	}
@@ -736,8 +738,7 @@ func (c *conn) session(ch ssh.Channel, reqs <-chan *ssh.Request) {
 			reply(req, true)
 			go func() {
 				defer close(done)
-				status := c.exec(ch, ex.Command, protocol)
-				exit(ch, status)
+				c.exec(ch, ex.Command, protocol)
 			}()
 		case "shell":
 			if started {
@@ -776,8 +777,8 @@ func exit(ch ssh.Channel, status uint32) {
 	_ = ch.Close()
 }
 
-// exec runs one command and returns its exit status.
-func (c *conn) exec(ch ssh.Channel, line, protocol string) uint32 {
+// exec runs one command and sends its exit status.
+func (c *conn) exec(ch ssh.Channel, line, protocol string) {
 	s := c.s
 	stderr := &activity{rw: ch.Stderr(), c: c}
 	cmd, err := parseCommand(line)
@@ -785,18 +786,23 @@ func (c *conn) exec(ch ssh.Channel, line, protocol string) uint32 {
 		s.logger.Info("refused ssh command", "remote_addr", c.remote, "principal", principalName(c.principal),
 			"command", truncate(line, 128))
 		fmt.Fprintln(stderr, problem.Message(err))
-		return 1
+		exit(ch, 1)
+		return
 	}
 	if c.principal == nil {
 		s.logger.Info("ssh command without a recognised key", "remote_addr", c.remote, "service", cmd.Service,
 			"repo", cmd.ProjectKey+"/"+cmd.Slug)
 		fmt.Fprintln(stderr, msgDenied)
-		return 1
+		exit(ch, 1)
+		return
 	}
 	if !s.beginOp(c) {
 		fmt.Fprintln(stderr, "server is shutting down; try again")
-		return 1
+		exit(ch, 1)
+		return
 	}
+	// Deferred, so it runs after the exit status is sent: during shutdown
+	// endOp may close the connection.
 	defer s.endOp(c)
 	stream := &activity{rw: ch, c: c}
 	err = s.svc.Serve(c.ctx, hosting.Op{
@@ -809,7 +815,7 @@ func (c *conn) exec(ch ssh.Channel, line, protocol string) uint32 {
 		RemoteAddr: c.remote,
 		Stderr:     stderr,
 	}, stream, stream)
-	return exitStatus(err, stderr)
+	exit(ch, exitStatus(err, stderr))
 }
 
 // exitStatus writes what the user should read about err and returns the

@@ -96,10 +96,65 @@ func TestCloneFetchPushLsRemote(t *testing.T) {
 	})
 }
 
-// TestSameAnswerForEveryRefusal: an unknown key, a key of a user without
-// access and a repository that does not exist are indistinguishable.
-func TestSameAnswerForEveryRefusal(t *testing.T) {
+// TestRefusals runs the scenarios that only read, on one shared node.
+func TestRefusals(t *testing.T) {
 	f := newFixture(t)
+	for _, tc := range []struct {
+		name string
+		fn   func(*testing.T, *fixture)
+	}{
+		{"SameAnswerForEveryRefusal", testSameAnswerForEveryRefusal},
+		{"BadCommands", testBadCommands},
+		{"EnvironmentIgnored", testEnvironmentIgnored},
+		{"ShellPtyAndForwardingRefused", testShellPtyAndForwardingRefused},
+		{"IdentityFromVerifiedKeyOnly", testIdentityFromVerifiedKeyOnly},
+	} {
+		t.Run(tc.name, func(t *testing.T) { tc.fn(t, f) })
+	}
+
+	// What happened above shows in the node's metrics.
+	for _, m := range []struct {
+		name, label, value string
+	}{
+		{"sluice_ssh_connections_total", "", ""},
+		{"sluice_ssh_auth_failures_total", "reason", "unknown_key"},
+		{"sluice_git_operations_total", "transport", "ssh"},
+	} {
+		if v := metric(t, f.n, m.name, m.label, m.value); v < 1 {
+			t.Errorf("%s{%s=%q} = %v, want at least 1", m.name, m.label, m.value, v)
+		}
+	}
+}
+
+// metric sums the samples of a counter family whose label has value
+// (every sample when label is "").
+func metric(t *testing.T, n *testbed.Node, name, label, value string) float64 {
+	t.Helper()
+	families, err := n.App.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			match := label == ""
+			for _, l := range m.GetLabel() {
+				match = match || (l.GetName() == label && l.GetValue() == value)
+			}
+			if match {
+				sum += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return sum
+}
+
+// testSameAnswerForEveryRefusal: an unknown key, a key of a user without
+// access and a repository that does not exist are indistinguishable.
+func testSameAnswerForEveryRefusal(t *testing.T, f *fixture) {
 	unknown := newClient(t, newKey(t))
 	cases := []struct {
 		name string
@@ -133,8 +188,7 @@ func TestSameAnswerForEveryRefusal(t *testing.T) {
 	}
 }
 
-func TestBadCommands(t *testing.T) {
-	f := newFixture(t)
+func testBadCommands(t *testing.T, f *fixture) {
 	dir := t.TempDir()
 	marker := func(name string) string { return filepath.Join(dir, name) }
 	cases := []struct {
@@ -184,12 +238,11 @@ func TestBadCommands(t *testing.T) {
 	})
 }
 
-// TestEnvironmentIgnored: env requests other than GIT_PROTOCOL have no
+// testEnvironmentIgnored: env requests other than GIT_PROTOCOL have no
 // effect. Each would be visible if applied: LD_PRELOAD of a missing
 // library makes the dynamic loader complain, and the GIT_CONFIG_* trio
 // would hide every branch from the advertisement.
-func TestEnvironmentIgnored(t *testing.T) {
-	f := newFixture(t)
+func testEnvironmentIgnored(t *testing.T, f *fixture) {
 	opts := []string{
 		"-o", "SetEnv=LD_PRELOAD=/nonexistent/sluice-test.so GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=uploadpack.hideRefs GIT_CONFIG_VALUE_0=refs GIT_SSH_COMMAND=false GIT_PROTOCOL=version=0:../x",
 	}
@@ -203,8 +256,7 @@ func TestEnvironmentIgnored(t *testing.T) {
 	}
 }
 
-func TestShellPtyAndForwardingRefused(t *testing.T) {
-	f := newFixture(t)
+func testShellPtyAndForwardingRefused(t *testing.T, f *fixture) {
 	t.Run("shell", func(t *testing.T) {
 		_, errOut, code := f.alice1.ssh(f.addr(), nil, []string{"-T"})
 		if code == 0 {
@@ -252,12 +304,11 @@ func TestShellPtyAndForwardingRefused(t *testing.T) {
 	})
 }
 
-// TestIdentityFromVerifiedKeyOnly is the CVE-2024-45337 regression: the
+// testIdentityFromVerifiedKeyOnly is the CVE-2024-45337 regression: the
 // real OpenSSH client offers alice's public key, which the server accepts
 // as registered, but cannot sign with it (the private half is missing);
 // it then authenticates with bob's key. The session must be bob's.
-func TestIdentityFromVerifiedKeyOnly(t *testing.T) {
-	f := newFixture(t)
+func testIdentityFromVerifiedKeyOnly(t *testing.T, f *fixture) {
 	bobRepo := f.n.CreateRepo(t, "BOB", "private")
 	f.n.Grant(t, bobRepo, f.bob.ID, store.PermRepoRead)
 
@@ -277,11 +328,7 @@ func TestIdentityFromVerifiedKeyOnly(t *testing.T) {
 	// and accepted before bob's authenticated.
 	aliceFP := ssh.FingerprintSHA256(f.aliceKey.signer.PublicKey())
 	bobFP := ssh.FingerprintSHA256(f.bobKey.signer.PublicKey())
-	accepted := strings.Index(errOut, "Server accepts key: "+offerOnly)
-	if accepted < 0 {
-		accepted = strings.Index(errOut, "Server accepts key: "+offerOnly+" ED25519 "+aliceFP)
-	}
-	t.Logf("%s", errOut)
+	accepted := strings.Index(errOut, "Server accepts key: "+offerOnly+" ED25519 "+aliceFP)
 	authed := strings.Index(errOut, "Authenticated")
 	if accepted < 0 || authed < accepted || !strings.Contains(errOut[accepted:], bobFP) {
 		t.Fatalf("alice's key was not offered and accepted before bob's authenticated:\n%s", errOut)
