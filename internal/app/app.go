@@ -151,11 +151,13 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger, opts Optio
 		return nil, fmt.Errorf("hooks: %w", err)
 	}
 	a.closers = append(a.closers, a.Hooks.Close)
-	// Ref updates Sluice makes itself (housekeeping's pack-refs) go through
-	// the hooks server like a push does, so the refs generation moves.
+	// Housekeeping's pack-refs fires the reference-transaction hook, which
+	// refuses callers it does not know; it is registered as a command that
+	// preserves every ref's value, so the refs generation (and with it the
+	// pack cache) is left alone.
 	system := &auth.Principal{Name: "sluice"}
 	a.Repos.SetHookEnv(func(repoID int64) ([]string, func()) {
-		return a.Hooks.Register(hooks.Request{RepoID: repoID, Principal: system, Transport: "system"})
+		return a.Hooks.Register(hooks.Request{RepoID: repoID, Principal: system, Transport: "housekeeping", PreservesRefs: true})
 	})
 
 	a.Jobs, err = jobs.New(a.DB, jobs.Config{NodeID: nodeID}, logger, a.Registry)

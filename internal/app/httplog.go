@@ -3,6 +3,7 @@ package app
 import (
 	"bufio"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -127,10 +128,13 @@ func (l *requestLog) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
 	defer func() {
-		if v := recover(); v != nil {
-			if v == http.ErrAbortHandler {
-				panic(v)
-			}
+		v := recover()
+		if v == http.ErrAbortHandler {
+			// A response cut on purpose (it failed after it started):
+			// count and log it, then let net/http close the connection.
+			rec.status = 499
+			defer panic(v)
+		} else if v != nil {
 			l.logger.Error("panic serving request", "path", r.URL.Path, "panic", v)
 			if !rec.wrote {
 				http.Error(rec, "internal server error", http.StatusInternalServerError)
@@ -174,6 +178,20 @@ func (s *statusRecorder) Write(b []byte) (int, error) {
 // Unwrap lets http.ResponseController reach Flush, deadlines and the
 // connection (for sendfile) through the recorder.
 func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+// ReadFrom keeps net/http's sendfile path reachable through the recorder.
+func (s *statusRecorder) ReadFrom(r io.Reader) (int64, error) {
+	s.wrote = true
+	var n int64
+	var err error
+	if rf, ok := s.ResponseWriter.(io.ReaderFrom); ok {
+		n, err = rf.ReadFrom(r)
+	} else {
+		n, err = io.Copy(s.ResponseWriter, r)
+	}
+	s.bytes += n
+	return n, err
+}
 
 func (s *statusRecorder) Flush() {
 	if f, ok := s.ResponseWriter.(http.Flusher); ok {

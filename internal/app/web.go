@@ -21,6 +21,7 @@ func (a *App) web() http.Handler {
 		BaseURL:    strings.TrimRight(a.Config.Server.BaseURL, "/"),
 		SSHBaseURL: strings.TrimRight(a.Config.Server.SSHBaseURL, "/"),
 		Version:    Version,
+		Pulls:      a.Pulls,
 	}
 	// Interfaces stay nil (section "not enabled") when a service is off:
 	// a typed nil pointer would look enabled.

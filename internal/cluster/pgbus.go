@@ -203,14 +203,15 @@ func (b *PGBus) run(ctx context.Context) {
 		}
 		backoff = minBackoff
 		failing = false
-		b.setConnected(true)
-		if attempt > 1 {
-			// Whatever was published while nobody listened is lost.
-			b.reconnects.Inc()
-			b.logger.Info("event bus reconnected; dropping state that may have missed events")
-			b.subs.resynced()
-		}
-		err = b.listen(ctx, conn)
+		err = b.listen(ctx, conn, func() {
+			b.setConnected(true)
+			if attempt > 1 {
+				// Whatever was published while nobody listened is lost.
+				b.reconnects.Inc()
+				b.logger.Info("event bus reconnected; dropping state that may have missed events")
+				b.subs.resynced()
+			}
+		})
 		b.setConnected(false)
 		cctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		conn.Close(cctx)
@@ -246,9 +247,9 @@ func (b *PGBus) connect(ctx context.Context) (*pgx.Conn, error) {
 	return pgx.ConnectConfig(cctx, cfg)
 }
 
-// listen LISTENs to every subscribed topic and delivers notifications
-// until the connection fails or ctx ends.
-func (b *PGBus) listen(ctx context.Context, conn *pgx.Conn) error {
+// listen LISTENs to every subscribed topic, calls up once it does, and
+// delivers notifications until the connection fails or ctx ends.
+func (b *PGBus) listen(ctx context.Context, conn *pgx.Conn, up func()) error {
 	listening := map[string]bool{}
 	for {
 		for _, t := range b.subs.topics() {
@@ -260,6 +261,10 @@ func (b *PGBus) listen(ctx context.Context, conn *pgx.Conn) error {
 			}
 			listening[t] = true
 		}
+		if up != nil {
+			up()
+			up = nil
+		}
 		wctx, wake := context.WithTimeout(ctx, pingInterval)
 		b.mu.Lock()
 		b.wake = wake
@@ -269,6 +274,7 @@ func (b *PGBus) listen(ctx context.Context, conn *pgx.Conn) error {
 		b.wake = nil
 		b.mu.Unlock()
 		timedOut := errors.Is(wctx.Err(), context.DeadlineExceeded)
+		woken := wctx.Err() != nil && !timedOut
 		wake()
 		switch {
 		case err == nil:
@@ -283,7 +289,7 @@ func (b *PGBus) listen(ctx context.Context, conn *pgx.Conn) error {
 			if err != nil {
 				return fmt.Errorf("ping: %w", err)
 			}
-		case wctx.Err() != nil:
+		case woken:
 			// Woken by Subscribe: LISTEN to the new topic.
 		default:
 			return err

@@ -207,8 +207,21 @@ func (h *handler) infoRefs(w http.ResponseWriter, r *http.Request, rt route) {
 		out.start()
 		return
 	}
-	if err := h.svc.AdvertiseRefs(r.Context(), h.op(r, rt, p, service), out); err != nil && !out.started.Load() {
+	if err := h.svc.AdvertiseRefs(r.Context(), h.op(r, rt, p, service), out); err != nil {
+		if out.started.Load() {
+			abort(r)
+		}
 		h.plainError(w, err)
+	}
+}
+
+// abort ends a response that failed after its 200 went out. Ending it
+// cleanly would hand the client a truncated answer that looks complete;
+// aborting the handler makes net/http cut the connection without the
+// final chunk, so the client sees a transport error.
+func abort(r *http.Request) {
+	if r.Context().Err() == nil {
+		panic(http.ErrAbortHandler)
 	}
 }
 
@@ -261,7 +274,11 @@ func (h *handler) rpc(w http.ResponseWriter, r *http.Request, rt route) {
 		body = &framingReader{r: br, firstSection: true}
 	}
 	err = h.svc.Serve(r.Context(), op, body, out)
-	if err == nil || out.started.Load() {
+	if err == nil {
+		return
+	}
+	if out.started.Load() {
+		abort(r)
 		return
 	}
 	if problem.Is(err, problem.Unauthenticated) {
@@ -389,6 +406,7 @@ type stream struct {
 	rc          *http.ResponseController
 	contentType string
 	started     atomic.Bool
+	length      int64 // > 0: the whole body's length, known before it starts
 }
 
 func newStream(w http.ResponseWriter, contentType string) *stream {
@@ -401,8 +419,41 @@ func (s *stream) start() {
 	}
 	hdr := s.w.Header()
 	hdr.Set("Content-Type", s.contentType)
+	if s.length > 0 {
+		hdr.Set("Content-Length", strconv.FormatInt(s.length, 10))
+	}
 	setNoCache(hdr)
 	s.w.WriteHeader(http.StatusOK)
+}
+
+// SetContentLength is called by the pack cache, before the first byte,
+// when it serves a complete entry: the response then carries a
+// Content-Length instead of chunking, which lets ReadFrom use sendfile.
+func (s *stream) SetContentLength(n int64) {
+	if !s.started.Load() {
+		s.length = n
+	}
+}
+
+// ReadFrom streams r (a cache file) through net/http's own ReadFrom, which
+// uses sendfile for an *os.File on an unchunked HTTP/1.1 response.
+//
+// Without a known length (git's output copied by exec, for one) the
+// response must not start before the first byte arrives — a failure
+// before it can still become a status — so that case copies through Write.
+func (s *stream) ReadFrom(r io.Reader) (int64, error) {
+	if s.length <= 0 {
+		return io.Copy(struct{ io.Writer }{s}, r)
+	}
+	s.start()
+	if rf, ok := s.w.(io.ReaderFrom); ok {
+		n, err := rf.ReadFrom(r)
+		if err == nil {
+			err = s.rc.Flush()
+		}
+		return n, err
+	}
+	return io.Copy(struct{ io.Writer }{s}, r)
 }
 
 func (s *stream) Write(p []byte) (int, error) {

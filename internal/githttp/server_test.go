@@ -72,6 +72,7 @@ type serverOptions struct {
 	maxInputSize   int64
 	maxRequestBody int64
 	admit          func(op hosting.Op) error
+	cache          hosting.Cache
 }
 
 // server is one in-process Sluice git HTTP endpoint with its own store,
@@ -146,7 +147,7 @@ func newServer(t *testing.T, opts serverOptions) *server {
 	}
 	svc := hosting.New(hosting.Deps{
 		Store: st, Auth: a, Repos: repos, Git: git, Hooks: hk,
-		Logger: logger, Registerer: reg, Admission: adm,
+		Logger: logger, Registerer: reg, Admission: adm, Cache: opts.cache,
 	})
 	h := githttp.New(svc, a, githttp.Config{
 		MaxRequestBody: opts.maxRequestBody,

@@ -97,6 +97,12 @@ type Request struct {
 	RepoID    int64
 	Principal *auth.Principal
 	Transport string // "http", "ssh", "web", "api", …
+	// PreservesRefs marks a command that rewrites how refs are stored but
+	// never what they point to (pack-refs: a ref is added to packed-refs,
+	// then its loose file removed). Its transactions are not recorded and
+	// do not move the refs generation, so housekeeping does not invalidate
+	// every cached answer for the repository. Only server code sets it.
+	PreservesRefs bool
 }
 
 // Policy decides whether a push may proceed. It runs in pre-receive with the
@@ -531,6 +537,9 @@ func (s *Server) referenceTransaction(ctx context.Context, log *slog.Logger, r *
 	if err != nil {
 		log.Error("parse reference-transaction input", "phase", phase, "err", err)
 		return wireResponse{Code: 1, Message: "sluice: malformed hook input"}, outcomeError
+	}
+	if r.req.PreservesRefs {
+		return wireResponse{}, outcomeOK
 	}
 	switch phase {
 	case "prepared":

@@ -768,3 +768,24 @@ func TestSilentPeers(t *testing.T) {
 		}
 	})
 }
+
+// TestPreservesRefs: pack-refs' transactions (ref added to packed-refs,
+// then its loose file deleted) neither record anything nor move the
+// generation, and listeners hear nothing: nothing a reader sees changed.
+func TestPreservesRefs(t *testing.T) {
+	s := newTestServer(t, Config{})
+	var heard int
+	s.OnRefsChanged(func(int64, []RefUpdate) { heard++ })
+	env, done := s.Register(Request{RepoID: 7, PreservesRefs: true})
+	defer done()
+	for _, in := range []string{line(zero, oidA, "refs/heads/main"), line(oidA, zero, "refs/heads/main")} {
+		for _, phase := range []string{"prepared", "committed"} {
+			if code, stderr := run(t, env, "reference-transaction", []string{phase}, in); code != 0 {
+				t.Fatalf("%s: exit %d, %q", phase, code, stderr)
+			}
+		}
+	}
+	if got := state(t, s.st, 7); got != (store.RepoState{}) || heard != 0 {
+		t.Errorf("state %+v, listeners called %d times; want nothing recorded", got, heard)
+	}
+}

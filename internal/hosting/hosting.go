@@ -671,6 +671,28 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
+// ReadFrom passes a pack cache hit's file down to the transport, so that
+// net/http can hand it to sendfile instead of copying it through here.
+func (c *countingWriter) ReadFrom(r io.Reader) (int64, error) {
+	var n int64
+	var err error
+	if rf, ok := c.w.(io.ReaderFrom); ok {
+		n, err = rf.ReadFrom(r)
+	} else {
+		n, err = io.Copy(c.w, r)
+	}
+	c.n.Add(n)
+	return n, err
+}
+
+// SetContentLength forwards a cache hit's length to the transport (see
+// packcache), when the transport can use it.
+func (c *countingWriter) SetContentLength(n int64) {
+	if ls, ok := c.w.(interface{ SetContentLength(int64) }); ok {
+		ls.SetContentLength(n)
+	}
+}
+
 type countingReader struct {
 	r io.Reader
 	n atomic.Int64

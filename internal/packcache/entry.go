@@ -52,11 +52,10 @@ type entry struct {
 	created time.Time
 
 	// Guarded by Cache.mu.
-	path        string
-	elem        *list.Element // in Cache.lru once ready
-	lastAccess  time.Time
-	dropped     bool // ClearRepo during production: do not keep
-	evictReason string
+	path       string
+	elem       *list.Element // in Cache.lru once ready
+	lastAccess time.Time
+	dropped    bool // ClearRepo during production: do not keep
 
 	// Producer only.
 	file *os.File

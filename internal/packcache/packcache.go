@@ -75,6 +75,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -157,7 +158,6 @@ type Cache struct {
 	janitorEvery                      time.Duration
 	janitorDone                       chan struct{}
 	statfsWarned                      atomic.Bool
-	lastFree                          atomic.Uint64
 }
 
 // New opens the cache in cfg.Dir, rebuilding its index from the files there.
@@ -454,7 +454,6 @@ func (c *Cache) roomForMore() bool {
 		}
 		return false
 	}
-	c.lastFree.Store(free)
 	if int64(free) < c.cfg.MinFreeBytes {
 		if !c.statfsWarned.Swap(true) {
 			c.logger.Warn("free disk space below the floor; caching paused", "free_bytes", free, "min_free_bytes", c.cfg.MinFreeBytes)
@@ -564,13 +563,13 @@ func (c *Cache) evictLocked() []*entry {
 	return out
 }
 
-// removeLocked takes a ready entry out of the index; dispose deletes its
-// file outside the lock.
+// removeLocked takes a ready entry out of the index and counts the
+// eviction; dispose deletes its file outside the lock.
 func (c *Cache) removeLocked(e *entry, reason string) *entry {
 	delete(c.entries, e.key)
 	c.lru.Remove(e.elem)
 	c.diskBytes -= e.fileSize()
-	e.evictReason = reason
+	c.countEviction(reason)
 	return e
 }
 
@@ -581,7 +580,6 @@ func (c *Cache) dispose(victims []*entry) {
 		if err := os.Remove(e.path); err != nil && !errors.Is(err, os.ErrNotExist) {
 			c.logger.Warn("remove cache entry", "err", err)
 		}
-		c.countEviction(e.evictReason)
 	}
 }
 
@@ -605,6 +603,11 @@ func (c *Cache) serveReady(ctx context.Context, lk *lookup, e *entry, f *os.File
 	}
 	c.hits.Add(1)
 	c.m.lookups.WithLabelValues(lk.kind, "hit").Inc()
+	// Knowing the length lets HTTP send a Content-Length instead of
+	// chunking, and only an unchunked response can use sendfile.
+	if ls, ok := w.(interface{ SetContentLength(int64) }); ok {
+		ls.SetContentLength(e.payloadLen())
+	}
 	n, err := copyPayload(w, f, 0, e.payloadLen())
 	c.served("cache", n)
 	if err == nil && n < e.payloadLen() {
@@ -811,17 +814,7 @@ func isFanout(name string) bool {
 		return false
 	}
 	_, err := strconv.ParseUint(name, 16, 8)
-	return err == nil && name == stringsToLower(name)
-}
-
-func stringsToLower(s string) string {
-	b := []byte(s)
-	for i, ch := range b {
-		if ch >= 'A' && ch <= 'Z' {
-			b[i] = ch + 'a' - 'A'
-		}
-	}
-	return string(b)
+	return err == nil && name == strings.ToLower(name)
 }
 
 func statfs(dir string) (total, free uint64, err error) {

@@ -38,6 +38,11 @@ const migrateLockKey int64 = -0x323b49dd9618f2c8
 // with Unavailable. Ten seconds outlasts any single write transaction here.
 const busyTimeout = 10 * time.Second
 
+// pgConnectTimeout bounds opening one PostgreSQL connection unless the URL
+// sets connect_timeout: long enough for a cross-zone TLS handshake, short
+// enough that a git client sees a 503 instead of waiting on a dead host.
+const pgConnectTimeout = 5 * time.Second
+
 // DB is the Store implementation for both dialects.
 type DB struct {
 	db      *sql.DB
@@ -149,6 +154,12 @@ func openPostgres(ctx context.Context, rawURL string, o options) (*DB, error) {
 	cfg, err := pgxpool.ParseConfig(rawURL)
 	if err != nil {
 		return nil, problem.Wrap(problem.Invalid, err, "invalid postgres url")
+	}
+	// A server that does not answer (network partition, host down without
+	// a reset) must fail requests fast with Unavailable rather than hang
+	// them for the OS's TCP timeout; connect_timeout in the URL wins.
+	if cfg.ConnConfig.ConnectTimeout == 0 {
+		cfg.ConnConfig.ConnectTimeout = pgConnectTimeout
 	}
 	// Migrations hold the advisory lock on one connection while goose
 	// works on another, so the pool needs at least two (three for slack).

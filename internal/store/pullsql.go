@@ -275,8 +275,8 @@ func (d *DB) UpdateComment(ctx context.Context, c *PullComment, expectVersion in
 }
 
 func (d *DB) MoveComment(ctx context.Context, c *PullComment) error {
-	_, err := d.exec(ctx, `UPDATE pull_request_comments SET anchor_line = ?, anchor_from_sha = ?, anchor_to_sha = ?, outdated = ?
-		WHERE id = ?`, c.Line, c.FromSHA, c.ToSHA, c.Outdated, c.ID)
+	_, err := d.exec(ctx, `UPDATE pull_request_comments SET anchor_path = ?, anchor_line = ?, anchor_from_sha = ?, anchor_to_sha = ?,
+		outdated = ? WHERE id = ?`, c.Path, c.Line, c.FromSHA, c.ToSHA, c.Outdated, c.ID)
 	return d.fail(err, "move comment")
 }
 
@@ -317,6 +317,9 @@ func (d *DB) ListActivities(ctx context.Context, prID int64, p Page) ([]PullActi
 
 func (d *DB) PutPullDiff(ctx context.Context, pd *PullDiff) error {
 	pd.CreatedAt = now()
+	if pd.Diff == nil {
+		pd.Diff = []byte{} // an empty diff is a diff, not NULL
+	}
 	_, err := d.exec(ctx, `INSERT INTO pull_request_diffs (pr_id, base_sha, from_sha, stat, diff, truncated, created_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (pr_id) DO UPDATE SET base_sha = excluded.base_sha, from_sha = excluded.from_sha,
 		stat = excluded.stat, diff = excluded.diff, truncated = excluded.truncated, created_at = excluded.created_at`,

@@ -21,30 +21,24 @@
 package pgtest
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net"
 	"net/url"
 	"os"
-	"os/exec"
-	"os/user"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/sluice-scm/sluice/internal/pgserver"
 )
 
 // PostgresBinDir holds initdb and pg_ctl (Debian's postgresql-15).
-const PostgresBinDir = "/usr/lib/postgresql/15/bin"
+const PostgresBinDir = pgserver.BinDir
 
 var pg struct {
 	mu       sync.Mutex
@@ -77,12 +71,14 @@ func StartPostgres() (stop func(), err error) {
 	if err != nil {
 		return nil, fmt.Errorf("pgtest: start postgres (set SLUICE_TEST_POSTGRES_URL to use a running server): %w", err)
 	}
-	pg.adminURL, pg.started = srv.url, true
+	pg.adminURL, pg.started = srv.URL(), true
 	return func() {
 		pg.mu.Lock()
 		pg.adminURL, pg.started = "", false
 		pg.mu.Unlock()
-		srv.stop()
+		if err := srv.Stop(); err != nil {
+			fmt.Fprintf(os.Stderr, "pgtest: %v\n", err)
+		}
 	}, nil
 }
 
@@ -156,129 +152,6 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-type server struct {
-	dir     string
-	dataDir string
-	url     string
-	asUser  []string // runuser prefix when root
-}
-
-func startServer() (*server, error) {
-	for _, b := range []string{"initdb", "pg_ctl"} {
-		if _, err := os.Stat(filepath.Join(PostgresBinDir, b)); err != nil {
-			return nil, fmt.Errorf("%s not found (install postgresql-15): %w", b, err)
-		}
-	}
-	dir, err := os.MkdirTemp("", "sluice-pg-")
-	if err != nil {
-		return nil, err
-	}
-	s := &server{dir: dir, dataDir: filepath.Join(dir, "data")}
-	ok := false
-	defer func() {
-		if !ok {
-			os.RemoveAll(dir)
-		}
-	}()
-	if os.Geteuid() == 0 {
-		if err := s.handToPostgresUser(); err != nil {
-			return nil, err
-		}
-	}
-	if out, err := s.run("initdb", "-D", s.dataDir, "-U", "postgres", "--auth=trust",
-		"--encoding=UTF8", "--locale=C", "--no-sync", "--no-instructions"); err != nil {
-		return nil, fmt.Errorf("initdb: %w\n%s", err, out)
-	}
-	// The port is picked by binding :0 and closing; another process may grab
-	// it before postgres does, hence a few tries.
-	var lastErr error
-	for range 3 {
-		port, err := freePort()
-		if err != nil {
-			return nil, err
-		}
-		opts := strings.Join([]string{
-			"-c listen_addresses=127.0.0.1", "-p " + strconv.Itoa(port), "-k " + dir,
-			"-c fsync=off", "-c synchronous_commit=off", "-c full_page_writes=off",
-			"-c max_connections=200", "-c shared_buffers=32MB",
-		}, " ")
-		out, err := s.run("pg_ctl", "-D", s.dataDir, "-l", filepath.Join(dir, "postgres.log"),
-			"-w", "-t", "60", "-o", opts, "start")
-		if err == nil {
-			s.url = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port)
-			ok = true
-			return s, nil
-		}
-		log, _ := os.ReadFile(filepath.Join(dir, "postgres.log"))
-		lastErr = fmt.Errorf("pg_ctl start: %w\n%s\n%s", err, out, tail(log, 2000))
-		// A failed start may leave a half-started postmaster behind.
-		s.run("pg_ctl", "-D", s.dataDir, "-m", "immediate", "-w", "stop")
-	}
-	return nil, lastErr
-}
-
-// handToPostgresUser gives the server's directory to the postgres user.
-// os.MkdirTemp made it 0700 and root's; its parent (os.TempDir) must let
-// that user through, which /tmp does.
-func (s *server) handToPostgresUser() error {
-	u, err := user.Lookup("postgres")
-	if err != nil {
-		return fmt.Errorf("running as root needs a postgres user: %w", err)
-	}
-	uid, _ := strconv.Atoi(u.Uid)
-	gid, _ := strconv.Atoi(u.Gid)
-	if err := os.Chown(s.dir, uid, gid); err != nil {
-		return err
-	}
-	if err := os.Chmod(s.dir, 0o700); err != nil {
-		return err
-	}
-	for d := filepath.Dir(s.dir); d != "/"; d = filepath.Dir(d) {
-		fi, err := os.Stat(d)
-		if err != nil {
-			return err
-		}
-		if fi.Mode().Perm()&0o001 == 0 {
-			return fmt.Errorf("%s is not searchable by the postgres user: set TMPDIR to a directory it can enter", d)
-		}
-	}
-	s.asUser = []string{"runuser", "-u", "postgres", "--"}
-	return nil
-}
-
-func (s *server) run(bin string, args ...string) ([]byte, error) {
-	argv := append(append([]string{}, s.asUser...), filepath.Join(PostgresBinDir, bin))
-	argv = append(argv, args...)
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Dir = s.dir
-	// pg_ctl's postmaster must not share the test's process group: a ^C
-	// meant for go test would otherwise hit it before stop runs.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
-	return out.Bytes(), err
-}
-
-func (s *server) stop() {
-	if out, err := s.run("pg_ctl", "-D", s.dataDir, "-m", "immediate", "-w", "stop"); err != nil {
-		fmt.Fprintf(os.Stderr, "pgtest: pg_ctl stop: %v\n%s", err, out)
-	}
-	os.RemoveAll(s.dir)
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-func tail(b []byte, n int) []byte {
-	if len(b) > n {
-		return b[len(b)-n:]
-	}
-	return b
-}
+// startServer starts the package's server; the startup itself is
+// pgserver's, shared with the performance lab.
+func startServer() (*pgserver.Server, error) { return pgserver.Start(pgserver.Options{}) }

@@ -1,0 +1,212 @@
+package store_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/sluice-scm/sluice/internal/problem"
+	"github.com/sluice-scm/sluice/internal/store"
+)
+
+// TestPullStore runs the pull request queries on both dialects.
+func TestPullStore(t *testing.T) {
+	t.Parallel()
+	for name, open := range map[string]func(*testing.T) store.Store{"sqlite": openSQLite, "postgres": openPostgres} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			runPullStore(t, open(t))
+		})
+	}
+}
+
+func runPullStore(t *testing.T, st store.Store) {
+	ctx := context.Background()
+	ps := st.(store.PullStore)
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	u := &store.User{Name: "ann", Active: true}
+	must(st.CreateUser(ctx, u))
+	v := &store.User{Name: "ben", Active: true}
+	must(st.CreateUser(ctx, v))
+	p := &store.Project{Key: "PRJ", Name: "p"}
+	must(st.CreateProject(ctx, p))
+	r := &store.Repository{ProjectID: p.ID, Slug: "app", Name: "app"}
+	must(st.CreateRepo(ctx, r))
+
+	sha := func(c byte) string {
+		b := make([]byte, 40)
+		for i := range b {
+			b[i] = c
+		}
+		return string(b)
+	}
+	newPR := func(from string) *store.PullRequest {
+		pr := &store.PullRequest{RepoID: r.ID, FromRepoID: r.ID, FromRef: from, FromSHA: sha('a'), ToRef: "refs/heads/main",
+			ToSHA: sha('b'), BaseSHA: sha('c'), Title: "t", AuthorID: u.ID}
+		must(ps.CreatePullRequest(ctx, pr, []store.Participant{{UserID: u.ID, Role: store.RoleAuthor, Status: store.StatusUnapproved},
+			{UserID: v.ID, Role: store.RoleReviewer, Status: store.StatusUnapproved}}))
+		return pr
+	}
+	pr1, pr2 := newPR("refs/heads/a"), newPR("refs/heads/b")
+	if pr1.Number != 1 || pr2.Number != 2 || pr1.State != store.PullOpen {
+		t.Fatalf("numbers %d %d", pr1.Number, pr2.Number)
+	}
+	got, err := ps.PullRequestByNumber(ctx, r.ID, 2)
+	must(err)
+	if got.ID != pr2.ID || got.FromRef != "refs/heads/b" || got.MergeStatus != "UNKNOWN" || got.ClosedAt != nil {
+		t.Fatalf("read back %+v", got)
+	}
+	list, err := ps.ListPullRequests(ctx, store.PullFilter{RepoID: r.ID, State: store.PullOpen}, store.Page{})
+	must(err)
+	if len(list) != 2 || list[0].Number != 2 {
+		t.Fatalf("list newest first: %+v", list)
+	}
+	touch, err := ps.OpenPullRequestsTouching(ctx, r.ID, []string{"refs/heads/a"})
+	must(err)
+	if len(touch) != 1 || touch[0].ID != pr1.ID {
+		t.Fatalf("touching a: %+v", touch)
+	}
+	touch, err = ps.OpenPullRequestsTouching(ctx, r.ID, []string{"refs/heads/main"})
+	must(err)
+	if len(touch) != 2 {
+		t.Fatalf("touching main: %d", len(touch))
+	}
+
+	// Optimistic versions.
+	upd := *pr1
+	upd.Title = "new"
+	must(ps.UpdatePullRequest(ctx, &upd, 0))
+	if upd.Version != 1 {
+		t.Fatalf("version %d", upd.Version)
+	}
+	if err := ps.UpdatePullRequest(ctx, &upd, 0); !problem.Is(err, problem.Conflict) {
+		t.Fatalf("stale update: %v", err)
+	}
+	ok, err := ps.RescopePullRequest(ctx, pr1.ID, sha('a'), sha('b'), sha('d'), sha('b'), sha('c'))
+	must(err)
+	if !ok {
+		t.Fatal("rescope did not apply")
+	}
+	if ok, _ := ps.RescopePullRequest(ctx, pr1.ID, sha('a'), sha('b'), sha('e'), sha('b'), sha('c')); ok {
+		t.Fatal("rescope from stale commits applied")
+	}
+	must(ps.SetMergeStatus(ctx, pr1.ID, sha('d'), sha('b'), "CONFLICTED", "x.txt"))
+	got, _ = ps.PullRequestByID(ctx, pr1.ID)
+	if got.MergeStatus != "CONFLICTED" || got.Conflicts != "x.txt" || got.Version != 1 {
+		t.Fatalf("after rescope: %+v", got)
+	}
+
+	must(ps.PutParticipant(ctx, pr1.ID, store.Participant{UserID: v.ID, Role: store.RoleReviewer, Status: store.StatusApproved}))
+	must(ps.ResetApprovals(ctx, pr1.ID))
+	parts, err := ps.Participants(ctx, pr1.ID)
+	must(err)
+	if len(parts) != 2 || parts[1].Status != store.StatusUnapproved {
+		t.Fatalf("participants: %+v", parts)
+	}
+
+	c := &store.PullComment{PRID: pr1.ID, AuthorID: v.ID, Text: "hi", Path: "a.txt", Line: 3, LineType: "ADDED", FileType: "TO"}
+	must(ps.CreateComment(ctx, c))
+	reply := &store.PullComment{PRID: pr1.ID, AuthorID: u.ID, Text: "yes", ParentID: c.ID}
+	must(ps.CreateComment(ctx, reply))
+	c.Text = "hello"
+	must(ps.UpdateComment(ctx, c, 0))
+	if err := ps.UpdateComment(ctx, c, 0); !problem.Is(err, problem.Conflict) {
+		t.Fatalf("stale comment update: %v", err)
+	}
+	c.Line, c.Outdated = 5, true
+	must(ps.MoveComment(ctx, c))
+	cs, err := ps.ListComments(ctx, pr1.ID)
+	must(err)
+	if len(cs) != 2 || cs[0].Line != 5 || !cs[0].Outdated || cs[0].Text != "hello" || cs[1].ParentID != c.ID {
+		t.Fatalf("comments: %+v", cs)
+	}
+	if _, err := ps.CommentByID(ctx, pr2.ID, c.ID); !problem.Is(err, problem.NotFound) {
+		t.Fatalf("comment of another pull request: %v", err)
+	}
+	must(ps.DeleteComment(ctx, pr1.ID, reply.ID, 0))
+
+	must(ps.AddActivity(ctx, &store.PullActivity{PRID: pr1.ID, UserID: u.ID, Action: "OPENED"}))
+	must(ps.AddActivity(ctx, &store.PullActivity{PRID: pr1.ID, Action: "RESCOPED", Detail: `{"a":1}`}))
+	acts, err := ps.ListActivities(ctx, pr1.ID, store.Page{})
+	must(err)
+	if len(acts) != 2 || acts[0].Action != "RESCOPED" || acts[0].UserID != 0 {
+		t.Fatalf("activities: %+v", acts)
+	}
+
+	if _, err := ps.PullDiff(ctx, pr1.ID); !problem.Is(err, problem.NotFound) {
+		t.Fatalf("missing diff: %v", err)
+	}
+	must(ps.PutPullDiff(ctx, &store.PullDiff{PRID: pr1.ID, BaseSHA: sha('c'), FromSHA: sha('d'), Stat: "[]", Diff: []byte("x\x00y")}))
+	must(ps.PutPullDiff(ctx, &store.PullDiff{PRID: pr1.ID, BaseSHA: sha('c'), FromSHA: sha('e'), Stat: "[]", Diff: nil, Truncated: true}))
+	d, err := ps.PullDiff(ctx, pr1.ID)
+	must(err)
+	if d.FromSHA != sha('e') || !d.Truncated || len(d.Diff) != 0 {
+		t.Fatalf("diff: %+v", d)
+	}
+
+	must(ps.PutBuildStatus(ctx, &store.BuildStatus{CommitSHA: sha('d'), Key: "ci", State: "FAILED"}))
+	must(ps.PutBuildStatus(ctx, &store.BuildStatus{CommitSHA: sha('d'), Key: "ci", State: "SUCCESSFUL"}))
+	bs, err := ps.BuildStatuses(ctx, sha('d'))
+	must(err)
+	if len(bs) != 1 || bs[0].State != "SUCCESSFUL" {
+		t.Fatalf("builds: %+v", bs)
+	}
+
+	g := &store.Group{Name: "devs"}
+	must(st.CreateGroup(ctx, g))
+	br := &store.BranchRestriction{RepoID: r.ID, Type: "read-only", MatcherType: "BRANCH", MatcherID: "refs/heads/main", UserIDs: []int64{u.ID, v.ID}, GroupIDs: []int64{g.ID}}
+	must(ps.CreateRestriction(ctx, br))
+	must(ps.CreateRestriction(ctx, &store.BranchRestriction{ProjectID: p.ID, Type: "no-deletes", MatcherType: "PATTERN", MatcherID: "*"}))
+	if err := ps.CreateRestriction(ctx, &store.BranchRestriction{Type: "x"}); !problem.Is(err, problem.Invalid) {
+		t.Fatalf("scopeless restriction: %v", err)
+	}
+	rs, err := ps.RestrictionsFor(ctx, r.ID, p.ID)
+	must(err)
+	if len(rs) != 2 || len(rs[0].UserIDs) != 2 || rs[0].GroupIDs[0] != g.ID || rs[1].ProjectID != p.ID {
+		t.Fatalf("restrictions: %+v", rs)
+	}
+	if rs, _ := ps.ListRestrictions(ctx, r.ID, 0); len(rs) != 1 {
+		t.Fatalf("repo restrictions: %+v", rs)
+	}
+	must(ps.DeleteRestriction(ctx, br.ID))
+	if err := ps.DeleteRestriction(ctx, br.ID); !problem.Is(err, problem.NotFound) {
+		t.Fatalf("second delete: %v", err)
+	}
+
+	if s, err := ps.PullSettings(ctx, r.ID); err != nil || s != "" {
+		t.Fatalf("unset settings: %q %v", s, err)
+	}
+	must(ps.PutPullSettings(ctx, r.ID, `{"a":1}`))
+	must(ps.PutPullSettings(ctx, r.ID, `{"a":2}`))
+	if s, _ := ps.PullSettings(ctx, r.ID); s != `{"a":2}` {
+		t.Fatalf("settings %q", s)
+	}
+
+	h := &store.Webhook{RepoID: r.ID, Name: "ci", URL: "https://ci.example/hook", Secret: "s", Events: []string{"pr:merged", "pr:opened"}, Active: true}
+	must(ps.CreateWebhook(ctx, h))
+	hs, err := ps.ListWebhooks(ctx, r.ID)
+	must(err)
+	if len(hs) != 1 || len(hs[0].Events) != 2 || hs[0].Secret != "s" {
+		t.Fatalf("webhooks: %+v", hs)
+	}
+	dl := &store.WebhookDelivery{WebhookID: h.ID, Event: "pr:merged", Payload: "{}"}
+	must(ps.CreateDelivery(ctx, dl))
+	must(ps.RecordAttempt(ctx, dl.ID, 500, "boom", false))
+	must(ps.RecordAttempt(ctx, dl.ID, 200, "", true))
+	got2, err := ps.DeliveryByID(ctx, dl.ID)
+	must(err)
+	if got2.Attempts != 2 || !got2.Delivered || got2.StatusCode != 200 {
+		t.Fatalf("delivery: %+v", got2)
+	}
+	if ds, _ := ps.ListDeliveries(ctx, h.ID, store.Page{}); len(ds) != 1 {
+		t.Fatalf("deliveries: %+v", ds)
+	}
+	if err := ps.DeleteWebhook(ctx, r.ID+1, h.ID); !problem.Is(err, problem.NotFound) {
+		t.Fatalf("delete from another repository: %v", err)
+	}
+	must(ps.DeleteWebhook(ctx, r.ID, h.ID))
+}

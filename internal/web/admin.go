@@ -1,0 +1,369 @@
+package web
+
+import (
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/sluice-scm/sluice/internal/auth"
+	"github.com/sluice-scm/sluice/internal/packcache"
+	"github.com/sluice-scm/sluice/internal/problem"
+	"github.com/sluice-scm/sluice/internal/store"
+	"github.com/sluice-scm/sluice/internal/throttle"
+)
+
+// Administration: users and groups, global permissions, and the state of
+// the node's services. A service the node runs without (no cluster, no
+// cache, …) shows as "not enabled".
+
+var globalPerms = []store.Permission{store.PermProjectCreate, store.PermAdmin, store.PermSysAdmin}
+
+type systemData struct {
+	Nodes      []store.Node
+	NodesErr   string
+	Cluster    bool
+	Cache      *packcache.Stats
+	HitRate    string
+	Evictions  []kv
+	Throttle   *throttle.State
+	Jobs       []JobKindStats
+	JobsOn     bool
+	JobsErr    string
+	Repos      []store.Repository
+	RepoFilter string
+}
+
+type kv struct {
+	Key   string
+	Value int64
+}
+
+func (c *call) adminSystem() error {
+	if err := c.requireAdmin(); err != nil {
+		return err
+	}
+	var d systemData
+	if c.s.Cluster != nil {
+		d.Cluster = true
+		nodes, err := c.s.Cluster.Nodes(c.ctx)
+		if err != nil {
+			d.NodesErr = problem.Message(err)
+		}
+		d.Nodes = nodes
+	}
+	if c.s.Cache != nil {
+		st := c.s.Cache.Stats()
+		d.Cache = &st
+		for k, v := range st.Evictions {
+			d.Evictions = append(d.Evictions, kv{k, v})
+		}
+		sort.Slice(d.Evictions, func(i, j int) bool { return d.Evictions[i].Key < d.Evictions[j].Key })
+		// Bounded: a name filter and one page, for the "clear" buttons.
+		d.RepoFilter = strings.TrimSpace(c.query("repo"))
+		if d.RepoFilter != "" {
+			repos, err := c.s.Store.ListAllRepos(c.ctx, d.RepoFilter, store.Page{Limit: pageSize})
+			if err != nil {
+				return err
+			}
+			d.Repos = repos
+		}
+	}
+	if c.s.Throttle != nil {
+		st := c.s.Throttle.State()
+		d.Throttle = &st
+	}
+	if c.s.Jobs != nil {
+		d.JobsOn = true
+		jobs, err := c.s.Jobs.Stats(c.ctx)
+		if err != nil {
+			d.JobsErr = problem.Message(err)
+		}
+		d.Jobs = jobs
+	}
+	return c.ok("admin", "Administration", d)
+}
+
+func (c *call) adminClearCache() error {
+	if err := c.requireAdmin(); err != nil {
+		return err
+	}
+	if c.s.Cache == nil {
+		return problem.New(problem.Invalid, "the SCM cache is not enabled")
+	}
+	id, err := strconv.ParseInt(c.form("repo_id"), 10, 64)
+	if err != nil || id <= 0 {
+		return problem.New(problem.Invalid, "choose a repository")
+	}
+	r, err := c.s.Store.RepoByID(c.ctx, id)
+	if err != nil {
+		return err
+	}
+	n, size := c.s.Cache.ClearRepo(r.ID)
+	c.s.logger.Info("scm cache cleared", "repo_id", r.ID, "entries", n, "bytes", size, "user", c.user.Name)
+	return c.flash("/admin", "cleared")
+}
+
+type usersData struct {
+	Query string
+	Users []store.User
+	Pager pager
+}
+
+func (c *call) adminUsers() error {
+	if err := c.requireAdmin(); err != nil {
+		return err
+	}
+	q := strings.TrimSpace(c.query("q"))
+	start := c.start()
+	users, err := c.s.Store.ListUsers(c.ctx, q, store.Page{Start: start, Limit: pageSize + 1})
+	if err != nil {
+		return err
+	}
+	more := len(users) > pageSize
+	if more {
+		users = users[:pageSize]
+	}
+	base := "/admin/users"
+	if q != "" {
+		base += "?q=" + url.QueryEscape(q)
+	}
+	return c.ok("admin_users", "Users", usersData{Query: q, Users: users, Pager: newPager(base, start, pageSize, more)})
+}
+
+func (c *call) adminCreateUser() error {
+	if err := c.requireAdmin(); err != nil {
+		return err
+	}
+	u := store.User{Name: c.form("name"), DisplayName: c.form("display"), Email: c.form("email"), Active: true}
+	if err := store.ValidateUserName(u.Name); err != nil {
+		return err
+	}
+	if u.DisplayName == "" {
+		u.DisplayName = u.Name
+	}
+	if pw := c.r.PostFormValue("password"); pw != "" {
+		hash, err := auth.HashPassword(pw)
+		if err != nil {
+			return err
+		}
+		u.PasswordHash = hash
+	}
+	if err := c.s.Store.CreateUser(c.ctx, &u); err != nil {
+		return err
+	}
+	c.s.logger.Info("user created", "user", u.Name, "by", c.user.Name)
+	return c.flash("/admin/users", "saved")
+}
+
+func (c *call) adminSetActive() error {
+	if err := c.requireAdmin(); err != nil {
+		return err
+	}
+	id, err := c.pathID()
+	if err != nil {
+		return err
+	}
+	u, err := c.s.Store.UserByID(c.ctx, id)
+	if err != nil {
+		return err
+	}
+	if u.ID == c.user.ID {
+		return problem.New(problem.Invalid, "you cannot disable your own account")
+	}
+	u.Active = c.form("active") == "true"
+	if err := c.s.Store.UpdateUser(c.ctx, u); err != nil {
+		return err
+	}
+	if !u.Active {
+		if err := c.s.Sessions.DeleteUserSessions(c.ctx, u.ID, nil); err != nil {
+			return err
+		}
+	}
+	c.s.logger.Info("user activation changed", "user", u.Name, "active", u.Active, "by", c.user.Name)
+	return c.flash("/admin/users", "saved")
+}
+
+type groupsData struct {
+	Groups []store.Group
+	Pager  pager
+}
+
+func (c *call) adminGroups() error {
+	if err := c.requireAdmin(); err != nil {
+		return err
+	}
+	start := c.start()
+	groups, err := c.s.Store.ListGroups(c.ctx, "", store.Page{Start: start, Limit: pageSize + 1})
+	if err != nil {
+		return err
+	}
+	more := len(groups) > pageSize
+	if more {
+		groups = groups[:pageSize]
+	}
+	return c.ok("admin_groups", "Groups", groupsData{Groups: groups, Pager: newPager("/admin/groups", start, pageSize, more)})
+}
+
+func (c *call) adminCreateGroup() error {
+	if err := c.requireAdmin(); err != nil {
+		return err
+	}
+	g := store.Group{Name: c.form("name")}
+	if err := store.ValidateGroupName(g.Name); err != nil {
+		return err
+	}
+	if err := c.s.Store.CreateGroup(c.ctx, &g); err != nil {
+		return err
+	}
+	c.s.logger.Info("group created", "group", g.Name, "by", c.user.Name)
+	return c.redirect("/admin/groups/" + url.PathEscape(g.Name))
+}
+
+type groupData struct {
+	Group   *store.Group
+	Members []store.User
+}
+
+func (c *call) groupFromPath() (*store.Group, error) {
+	g, err := c.s.Store.GroupByName(c.ctx, c.r.PathValue("name"))
+	if err != nil {
+		return nil, hide(err)
+	}
+	return g, nil
+}
+
+func (c *call) adminGroup() error {
+	if err := c.requireAdmin(); err != nil {
+		return err
+	}
+	g, err := c.groupFromPath()
+	if err != nil {
+		return err
+	}
+	members, err := c.s.Store.GroupMembers(c.ctx, g.ID)
+	if err != nil {
+		return err
+	}
+	return c.ok("admin_group", "Group "+g.Name, groupData{Group: g, Members: members})
+}
+
+func (c *call) adminAddMember() error {
+	if err := c.requireAdmin(); err != nil {
+		return err
+	}
+	g, err := c.groupFromPath()
+	if err != nil {
+		return err
+	}
+	u, err := c.s.Store.UserByName(c.ctx, c.form("user"))
+	if err != nil {
+		return err
+	}
+	if err := c.s.Store.AddGroupMember(c.ctx, g.ID, u.ID); err != nil {
+		return err
+	}
+	return c.flash("/admin/groups/"+url.PathEscape(g.Name), "saved")
+}
+
+func (c *call) adminRemoveMember() error {
+	if err := c.requireAdmin(); err != nil {
+		return err
+	}
+	g, err := c.groupFromPath()
+	if err != nil {
+		return err
+	}
+	uid, _ := strconv.ParseInt(c.form("user_id"), 10, 64)
+	if err := c.s.Store.RemoveGroupMember(c.ctx, g.ID, uid); err != nil {
+		return err
+	}
+	return c.flash("/admin/groups/"+url.PathEscape(g.Name), "saved")
+}
+
+func (c *call) adminDeleteGroup() error {
+	if err := c.requireAdmin(); err != nil {
+		return err
+	}
+	g, err := c.groupFromPath()
+	if err != nil {
+		return err
+	}
+	if err := c.s.Store.DeleteGroup(c.ctx, g.ID); err != nil {
+		return err
+	}
+	c.s.logger.Info("group deleted", "group", g.Name, "by", c.user.Name)
+	return c.flash("/admin/groups", "deleted")
+}
+
+type permsData struct {
+	Grants []store.Grant
+	Perms  []store.Permission
+}
+
+func (c *call) adminPermissions() error {
+	if err := c.requireAdmin(); err != nil {
+		return err
+	}
+	grants, err := c.s.Store.GlobalGrants(c.ctx)
+	if err != nil {
+		return err
+	}
+	return c.ok("admin_perms", "Global permissions", permsData{Grants: grants, Perms: globalPerms})
+}
+
+func (c *call) adminSetPermission() error {
+	if err := c.requireAdmin(); err != nil {
+		return err
+	}
+	perm, err := c.formPermission(globalPerms)
+	if err != nil {
+		return err
+	}
+	// Only a system administrator hands out SYS_ADMIN, as in Bitbucket.
+	if perm == store.PermSysAdmin {
+		if err := c.requireSysAdmin(); err != nil {
+			return err
+		}
+	}
+	g, err := c.grantee(perm)
+	if err != nil {
+		return err
+	}
+	if err := c.s.Store.SetGlobalPermission(c.ctx, g); err != nil {
+		return err
+	}
+	c.s.logger.Info("global permission set", "permission", string(perm), "user_id", g.UserID, "group_id", g.GroupID, "by", c.user.Name)
+	return c.flash("/admin/permissions", "saved")
+}
+
+func (c *call) adminRevokePermission() error {
+	if err := c.requireAdmin(); err != nil {
+		return err
+	}
+	uid, gid := formIDs(c)
+	if uid == c.user.ID {
+		return problem.New(problem.Invalid, "you cannot revoke your own global permission")
+	}
+	if err := c.s.Store.RevokeGlobalPermission(c.ctx, uid, gid); err != nil {
+		return err
+	}
+	c.s.logger.Info("global permission revoked", "user_id", uid, "group_id", gid, "by", c.user.Name)
+	return c.flash("/admin/permissions", "saved")
+}
+
+// requireSysAdmin checks for SYS_ADMIN among the caller's global grants.
+func (c *call) requireSysAdmin() error {
+	global, _, _, err := c.s.Store.EffectiveGrants(c.ctx, c.user.ID, 0, 0)
+	if err != nil {
+		return err
+	}
+	for _, p := range global {
+		if p == store.PermSysAdmin {
+			return nil
+		}
+	}
+	return problem.New(problem.Forbidden, "only a system administrator can grant SYS_ADMIN")
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
