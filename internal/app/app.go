@@ -221,6 +221,11 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger, opts Optio
 		Logger:     logger,
 		Registerer: a.Registry,
 		RepoPath:   a.Repos.Path,
+		OnRateLimitsChanged: func() {
+			if a.cluster != nil {
+				a.PublishSettingChanged(throttle.SettingRateLimits)
+			}
+		},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("throttle: %w", err)
@@ -475,6 +480,7 @@ func (a *App) routes() http.Handler {
 		io.WriteString(w, "ok\n")
 	})
 	mux.HandleFunc("GET /readyz", a.ready)
+	a.debugRoutes(mux)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(a.Registry, promhttp.HandlerOpts{Registry: a.Registry}))
 	return newRequestLog(mux, a.Logger, a.Registry, a.Config.Server.TrustedProxies)
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/sluice-scm/sluice/internal/cluster"
 	"github.com/sluice-scm/sluice/internal/hooks"
 	"github.com/sluice-scm/sluice/internal/store"
+	"github.com/sluice-scm/sluice/internal/throttle"
 )
 
 // Cluster wiring (see internal/cluster): the SQLite single-server guard,
@@ -91,7 +92,23 @@ func (a *App) newCluster() error {
 			a.Cache.Invalidate(id)
 		}
 	})
+	// Settings: another node changed them; re-read now rather than at
+	// the next poll. a.Throttle is set later in New, before the bus
+	// starts listening in Serve.
+	cl.bus.Subscribe(cluster.TopicSettings, func(payload []byte) {
+		if string(payload) == throttle.SettingRateLimits && a.Throttle != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), publishTimeout)
+			defer cancel()
+			a.Throttle.Reload(ctx)
+		}
+	})
 	cl.bus.OnResync(func() {
+		if a.Throttle != nil {
+			// Settings events may have been missed too.
+			ctx, cancel := context.WithTimeout(context.Background(), publishTimeout)
+			defer cancel()
+			a.Throttle.Reload(ctx)
+		}
 		// The pack cache keys every entry on the refs generation read
 		// from the database, so a missed refs event never makes it serve
 		// stale data; entries of moved repositories merely stay on disk

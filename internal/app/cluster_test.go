@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"os"
@@ -10,8 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-scm/sluice/internal/cluster"
 	"github.com/sluice-scm/sluice/internal/config"
 	"github.com/sluice-scm/sluice/internal/problem"
+	"github.com/sluice-scm/sluice/internal/throttle"
 )
 
 func testConfig(t *testing.T, dir string) config.Config {
@@ -115,5 +118,59 @@ func TestStaleLeftovers(t *testing.T) {
 				t.Errorf("staleLeftovers = %v, want %v", got, tc.stale)
 			}
 		})
+	}
+}
+
+// Rate-limit settings travel over the event bus both ways: a change made
+// on this node is published, and an event from another node makes this
+// one re-read the setting at once.
+func TestSettingsOverBus(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(t, dir)
+	t.Setenv("SLUICE_ADMIN_PASSWORD", "pw-for-tests")
+	ctx := context.Background()
+	a, err := New(ctx, cfg, slog.New(slog.DiscardHandler), Options{Stdout: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+
+	heard := make(chan string, 4)
+	a.Bus().Subscribe(cluster.TopicSettings, func(p []byte) { heard <- string(p) })
+	rl, _ := a.Throttle.RateLimits()
+	rl.Bucket = 77
+	if err := a.Throttle.SetRateLimits(ctx, rl); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case got := <-heard:
+		if got != throttle.SettingRateLimits {
+			t.Fatalf("published %q", got)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("SetRateLimits published nothing")
+	}
+
+	// Another node stores new settings and tells everyone.
+	rl.Bucket = 99
+	b, err := json.Marshal(rl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Store.PutSetting(ctx, throttle.SettingRateLimits, string(b)); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Bus().Publish(ctx, cluster.TopicSettings, []byte(throttle.SettingRateLimits)); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Second) // well inside the 5 s poll
+	for {
+		if cur, _ := a.Throttle.RateLimits(); cur.Bucket == 99 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the settings event did not reload the rate limits")
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

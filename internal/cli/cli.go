@@ -112,6 +112,8 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.AddCommand(newServe(stdout, stderr), newAdmin(stdout, stderr), newVersion(stdout))
+	root.AddCommand(newDatagen(stdout, stderr))
+	root.AddCommand(newE3(stdout, stderr))
 	return root
 }
 

@@ -168,6 +168,10 @@ type Options struct {
 	Interval, PollInterval, ProgressEvery time.Duration
 	// MaxBuckets bounds the rate-limit bucket map.
 	MaxBuckets int
+	// OnRateLimitsChanged is called after SetRateLimits stored new
+	// settings; the app publishes it on the cluster's event bus so other
+	// nodes Reload at once instead of at their next poll.
+	OnRateLimitsChanged func()
 }
 
 // Throttle is one node's admission control. It implements
@@ -439,8 +443,16 @@ func (t *Throttle) SetRateLimits(ctx context.Context, rl RateLimits) error {
 	t.rl.apply(rl, members, string(b), true)
 	t.logger.Info("rate limits changed", "enabled", rl.Enabled, "bucket", rl.Bucket, "refill", rl.Refill,
 		"exemptions", len(rl.Exemptions))
+	if t.opts.OnRateLimitsChanged != nil {
+		t.opts.OnRateLimitsChanged()
+	}
 	return nil
 }
+
+// Reload re-reads the stored rate-limit settings now. The event bus calls
+// it when another node changed them; the periodic poll remains as the
+// fallback for a node that missed the event.
+func (t *Throttle) Reload(ctx context.Context) { t.poll(ctx) }
 
 // Admit implements hosting.Admission: it takes a ticket for op, queueing
 // fairly when none is free.
