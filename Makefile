@@ -4,7 +4,7 @@ BIN       := $(CURDIR)/bin/sluice
 PKGS      := ./...
 export SLUICE_TEST_BINARY := $(BIN)
 
-.PHONY: help build run test test-short lint bench clean
+.PHONY: help build run test test-short lint lint-helm bench clean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -24,7 +24,12 @@ test-short: build ## unit tests only
 lint: ## gofmt, go vet, staticcheck
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
-	$(GO) run honnef.co/go/tools/cmd/staticcheck@2025.1.1 $(PKGS)
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 $(PKGS)
+
+lint-helm: ## helm lint + template of deploy/helm/sluice, haproxy -c (helm v3.22 built in tools/helm; not part of make test)
+	cd tools/helm && $(GO) tool helm lint --strict ../../deploy/helm/sluice
+	cd tools/helm && $(GO) tool helm template sluice ../../deploy/helm/sluice >/dev/null
+	haproxy -c -f deploy/haproxy.cfg
 
 bench: build ## benchmarks vs git http-backend behind nginx; writes docs/benchmarks.md
 	$(GO) test -tags bench -run TestBench -count=1 -timeout 60m -v ./internal/bench

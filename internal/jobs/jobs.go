@@ -93,6 +93,7 @@ type Queue struct {
 	cfg     Config
 	logger  *slog.Logger
 	metrics *metrics
+	db      *store.DB // River's tables live here; Stats reads them
 	build   func(*river.Config) (riverClient, error)
 
 	mu            sync.Mutex
@@ -138,6 +139,7 @@ func New(db *store.DB, cfg Config, logger *slog.Logger, reg prometheus.Registere
 	q := &Queue{
 		cfg:      cfg,
 		logger:   logger,
+		db:       db,
 		workers:  river.NewWorkers(),
 		handlers: map[string]bool{},
 	}
@@ -220,19 +222,10 @@ func migrateSQLite(ctx context.Context, driver *riversqlite.Driver, db *sql.DB, 
 	if err != nil {
 		return fmt.Errorf("river migrator: %w", err)
 	}
-	// One transaction: a crash half-way leaves the previous version.
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("migrate river: %w", err)
-	}
-	defer tx.Rollback()
-	if err := logMigrations(m.MigrateTx(ctx, tx, rivermigrate.DirectionUp, nil))(logger); err != nil {
-		return err
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("migrate river: %w", err)
-	}
-	return nil
+	// Each migration runs in its own transaction (River's recommendation:
+	// some cannot share one); a crash between two leaves a consistent
+	// earlier version that the next start continues from.
+	return logMigrations(m.Migrate(ctx, rivermigrate.DirectionUp, nil))(logger)
 }
 
 func logMigrations(res *rivermigrate.MigrateResult, err error) func(*slog.Logger) error {
