@@ -78,6 +78,10 @@ type App struct {
 
 	httpLn  net.Listener
 	sshLn   net.Listener
+	// baseURL and sshBaseURL are what users are shown (clone URLs,
+	// links): the configured ones, or, when those were derived from the
+	// listen addresses, derived again from the bound ones (Listen).
+	baseURL, sshBaseURL string
 	cluster *clusterParts // nil for the admin CLI
 	closers []func() error
 	once    sync.Once
@@ -347,7 +351,56 @@ func (a *App) Listen() error {
 		}
 		a.sshLn = sln
 	}
+	a.baseURL, a.sshBaseURL = a.boundBaseURLs()
 	return nil
+}
+
+// boundBaseURLs returns the base URLs for the bound addresses. config's
+// Resolve derives a base URL that was not set from the listen address,
+// which names port 0 when the port is chosen at bind time (tests, the
+// lab); such a derived URL takes the bound port. A base URL set
+// explicitly (a proxy, a DNS name) is left alone.
+func (a *App) boundBaseURLs() (httpURL, sshURL string) {
+	srv := a.Config.Server
+	httpURL, sshURL = srv.BaseURL, srv.SSHBaseURL
+	if httpURL == "http://"+srv.HTTPAddr {
+		httpURL = "http://" + withBoundPort(srv.HTTPAddr, a.httpLn)
+	}
+	if a.sshLn != nil && sshURL == "ssh://git@"+srv.SSHAddr {
+		sshURL = "ssh://git@" + withBoundPort(srv.SSHAddr, a.sshLn)
+	}
+	return httpURL, sshURL
+}
+
+// withBoundPort is the configured address with the port ln is bound to;
+// the configured host is kept (":7990" stays host-less, as configured).
+func withBoundPort(configured string, ln net.Listener) string {
+	host, _, err := net.SplitHostPort(configured)
+	if err != nil {
+		return configured
+	}
+	_, port, err := net.SplitHostPort(ln.Addr().String())
+	if err != nil {
+		return configured
+	}
+	return net.JoinHostPort(host, port)
+}
+
+// BaseURL is how users reach this node over HTTP, without a trailing
+// slash: server.base_url, or derived from the bound address.
+func (a *App) BaseURL() string {
+	if a.httpLn != nil {
+		return strings.TrimRight(a.baseURL, "/")
+	}
+	return strings.TrimRight(a.Config.Server.BaseURL, "/")
+}
+
+// SSHBaseURL is the SSH clone URL prefix, like BaseURL ("" without SSH).
+func (a *App) SSHBaseURL() string {
+	if a.httpLn != nil {
+		return strings.TrimRight(a.sshBaseURL, "/")
+	}
+	return strings.TrimRight(a.Config.Server.SSHBaseURL, "/")
 }
 
 // SSHAddr is the bound SSH address, or "" when SSH is disabled.
@@ -459,19 +512,23 @@ func (a *App) routes() http.Handler {
 	if a.Cache != nil {
 		packCache = a.Cache
 	}
-	restAPI := api.New(api.Deps{
-		Store:      a.Store,
-		Auth:       a.Auth,
-		Repos:      a.Repos,
-		Git:        a.Git,
-		Hooks:      a.Hooks,
-		Logger:     a.Logger,
-		BaseURL:    strings.TrimRight(a.Config.Server.BaseURL, "/"),
-		SSHBaseURL: strings.TrimRight(a.Config.Server.SSHBaseURL, "/"),
-		Throttle:   a.Throttle,
-		PackCache:  packCache,
-		Pulls:      a.Pulls,
-		Cluster:    clusterStatus{a},
+	// Built at the first request, after Listen: the clone links it
+	// serves carry the bound address (BaseURL).
+	restAPI := lazyHandler(func() http.Handler {
+		return api.New(api.Deps{
+			Store:      a.Store,
+			Auth:       a.Auth,
+			Repos:      a.Repos,
+			Git:        a.Git,
+			Hooks:      a.Hooks,
+			Logger:     a.Logger,
+			BaseURL:    a.BaseURL(),
+			SSHBaseURL: a.SSHBaseURL(),
+			Throttle:   a.Throttle,
+			PackCache:  packCache,
+			Pulls:      a.Pulls,
+			Cluster:    clusterStatus{a},
+		})
 	})
 	mux.Handle("/rest/", a.Throttle.Middleware(restAPI))
 	mux.Handle("/", a.web())

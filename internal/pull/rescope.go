@@ -1,0 +1,189 @@
+package pull
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/sluice-scm/sluice/internal/hooks"
+	"github.com/sluice-scm/sluice/internal/problem"
+	"github.com/sluice-scm/sluice/internal/store"
+)
+
+type rescopeArgs struct {
+	RepoID int64    `json:"repo_id"`
+	Refs   []string `json:"refs"`
+}
+
+type prepareArgs struct {
+	PRID int64 `json:"pr_id"`
+}
+
+// refsChanged runs inside the reference-transaction hook: it only queues
+// a rescope for the branches that moved. Pull request refs are written by
+// this package and never start one (that would loop).
+func (s *Service) refsChanged(repoID int64, updates []hooks.RefUpdate) {
+	var refs []string
+	for _, u := range updates {
+		if strings.HasPrefix(u.Ref, "refs/heads/") {
+			refs = append(refs, u.Ref)
+		}
+	}
+	if len(refs) == 0 {
+		return
+	}
+	// Not Unique: a rescope already running may have read the branch
+	// before this move; the job compares commits, so a spare one is cheap.
+	s.enqueue(JobRescope, rescopeArgs{RepoID: repoID, Refs: refs})
+}
+
+func (s *Service) runRescope(ctx context.Context, payload json.RawMessage) error {
+	var args rescopeArgs
+	if err := json.Unmarshal(payload, &args); err != nil {
+		return fmt.Errorf("decode rescope args: %w", err)
+	}
+	prs, err := s.ps.OpenPullRequestsTouching(ctx, args.RepoID, args.Refs)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for i := range prs {
+		if err := s.Rescope(ctx, &prs[i]); err != nil {
+			s.logger.Warn("rescope", "pr_id", prs[i].ID, "err", err)
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("rescope %d of %d pull requests failed: %w", len(errs), len(prs), errs[0])
+	}
+	return nil
+}
+
+// Rescope brings an open pull request up to its branches: new commits,
+// fresh pull request ref, drifted comments, then the diff and merge
+// preview. A deleted source branch declines the pull request.
+func (s *Service) Rescope(ctx context.Context, pr *store.PullRequest) error {
+	if pr.State != store.PullOpen {
+		return nil
+	}
+	from, err := s.resolve(ctx, s.repos.Path(pr.FromRepoID), pr.FromRef)
+	if err != nil {
+		return err
+	}
+	to, err := s.resolve(ctx, s.repos.Path(pr.RepoID), pr.ToRef)
+	if err != nil {
+		return err
+	}
+	if from == "" || to == "" {
+		upd := *pr
+		upd.State = store.PullDeclined
+		t := nowUTC()
+		upd.ClosedAt = &t
+		if err := s.ps.UpdatePullRequest(ctx, &upd, pr.Version); err != nil {
+			if problem.Is(err, problem.Conflict) {
+				return nil // someone acted on it meanwhile; the next move retries
+			}
+			return err
+		}
+		s.activity(ctx, pr.ID, 0, "DECLINED", 0, map[string]string{"reason": "branch deleted"})
+		s.emit(ctx, &upd, "pr:declined", nil)
+		return nil
+	}
+	if from == pr.FromSHA && to == pr.ToSHA {
+		return s.syncFromRef(ctx, pr)
+	}
+	upd := *pr
+	upd.FromSHA, upd.ToSHA = from, to
+	if err := s.syncFromRef(ctx, &upd); err != nil {
+		return err
+	}
+	if pr.FromRepoID != pr.RepoID {
+		// Use what was fetched: the fork's branch may have moved again,
+		// and only the fetched commit is readable in the target.
+		fetched, err := s.resolve(ctx, s.repos.Path(pr.RepoID), fmt.Sprintf("refs/pull-requests/%d/from", pr.Number))
+		if err != nil {
+			return err
+		}
+		upd.FromSHA = fetched
+	}
+	base, err := s.mergeBase(ctx, s.repos.Path(pr.RepoID), upd.ToSHA, upd.FromSHA)
+	if err != nil {
+		return err
+	}
+	upd.BaseSHA = base
+	ok, err := s.ps.RescopePullRequest(ctx, pr.ID, pr.FromSHA, pr.ToSHA, upd.FromSHA, upd.ToSHA, base)
+	if err != nil || !ok {
+		return err // !ok: another rescope got there first
+	}
+	s.metrics.rescopes.Inc()
+	if upd.FromSHA != pr.FromSHA {
+		s.activity(ctx, pr.ID, 0, "RESCOPED", 0, map[string]string{"fromHash": upd.FromSHA, "previousFromHash": pr.FromSHA})
+		s.emit(ctx, &upd, "pr:from_ref_updated", nil)
+	}
+	if err := s.drift(ctx, &upd, pr.BaseSHA, pr.FromSHA); err != nil {
+		s.logger.Warn("comment drift", "pr_id", pr.ID, "err", err)
+	}
+	return s.prepare(ctx, &upd)
+}
+
+func (s *Service) runPrepare(ctx context.Context, payload json.RawMessage) error {
+	var args prepareArgs
+	if err := json.Unmarshal(payload, &args); err != nil {
+		return fmt.Errorf("decode prepare args: %w", err)
+	}
+	pr, err := s.ps.PullRequestByID(ctx, args.PRID)
+	if problem.Is(err, problem.NotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if pr.State != store.PullOpen {
+		return nil
+	}
+	return s.prepare(ctx, pr)
+}
+
+// prepare computes and stores the diff (joining a request computing it
+// already) and the merge preview.
+func (s *Service) prepare(ctx context.Context, pr *store.PullRequest) error {
+	if _, err := s.diff(ctx, pr); err != nil {
+		return err
+	}
+	return s.preview(ctx, pr)
+}
+
+// preview tries the no-ff merge of the pull request: when clean it writes
+// refs/pull-requests/N/merge for CI, when conflicted it records the files
+// and removes the ref.
+func (s *Service) preview(ctx context.Context, pr *store.PullRequest) error {
+	dir := s.repos.Path(pr.RepoID)
+	ref := fmt.Sprintf("refs/pull-requests/%d/merge", pr.Number)
+	tree, conflicts, err := s.mergeTree(ctx, dir, pr.ToSHA, pr.FromSHA)
+	if problem.Is(err, problem.Conflict) {
+		conflicts = []string{"(no common history)"}
+	} else if err != nil {
+		return err
+	}
+	if len(conflicts) > 0 {
+		if cur, _ := s.resolve(ctx, dir, ref); cur != "" {
+			if err := s.updateRef(ctx, pr.RepoID, nil, ref, zeroOID, ""); err != nil {
+				s.logger.Warn("remove merge ref", "pr_id", pr.ID, "err", err)
+			}
+		}
+		return s.ps.SetMergeStatus(ctx, pr.ID, pr.FromSHA, pr.ToSHA, "CONFLICTED", strings.Join(conflicts, "\n"))
+	}
+	msg := fmt.Sprintf("Merge pull request #%d preview\n", pr.Number)
+	commit, err := s.commitTree(ctx, dir, tree, []string{pr.ToSHA, pr.FromSHA}, msg, identity{name: "Sluice", email: "sluice@localhost",
+		// A fixed date makes the preview commit a function of its inputs,
+		// so recomputing it does not move the ref needlessly.
+		authorDate: "1000000000 +0000", committerDate: "1000000000 +0000"})
+	if err != nil {
+		return err
+	}
+	if err := s.updateRef(ctx, pr.RepoID, nil, ref, commit, ""); err != nil {
+		return err
+	}
+	return s.ps.SetMergeStatus(ctx, pr.ID, pr.FromSHA, pr.ToSHA, "CLEAN", "")
+}

@@ -1,0 +1,274 @@
+package pull
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluice-scm/sluice/internal/store"
+)
+
+func TestMapLine(t *testing.T) {
+	// Old file lines 1..20; the hunks are git -U0 old-side ranges.
+	hunks := []lineRange{
+		{oldStart: 2, oldLen: 0, newLen: 2}, // two lines inserted after line 2
+		{oldStart: 5, oldLen: 1, newLen: 1}, // line 5 rewritten
+		{oldStart: 9, oldLen: 2, newLen: 0}, // lines 9-10 removed
+		{oldStart: 15, oldLen: 1, newLen: 3},
+	}
+	for _, tc := range []struct {
+		line, want int
+		ok         bool
+	}{
+		{1, 1, true},
+		{2, 2, true},
+		{3, 5, true},
+		{4, 6, true},
+		{5, 0, false},
+		{6, 8, true},
+		{8, 10, true},
+		{9, 0, false},
+		{10, 0, false},
+		{11, 11, true},
+		{14, 14, true},
+		{15, 0, false},
+		{16, 18, true},
+	} {
+		got, ok := mapLine(hunks, tc.line)
+		if ok != tc.ok || (ok && got != tc.want) {
+			t.Errorf("mapLine(%d) = %d, %v; want %d, %v", tc.line, got, ok, tc.want, tc.ok)
+		}
+	}
+}
+
+func TestMatchBranch(t *testing.T) {
+	for _, tc := range []struct {
+		pattern, ref string
+		want         bool
+	}{
+		{"main", "refs/heads/main", true},
+		{"refs/heads/main", "refs/heads/main", true},
+		{"main", "refs/heads/mainline", false},
+		{"release/*", "refs/heads/release/1.0", true},
+		{"release/*", "refs/heads/release/1.0/hotfix", true},
+		{"release/*", "refs/heads/releases/1", false},
+		{"*", "refs/heads/anything/at/all", true},
+		{"feature-?", "refs/heads/feature-a", true},
+		{"feature-?", "refs/heads/feature-ab", false},
+		{"refs/tags/v*", "refs/tags/v1", true},
+	} {
+		if got := matchBranch(tc.pattern, tc.ref); got != tc.want {
+			t.Errorf("matchBranch(%q, %q) = %v", tc.pattern, tc.ref, got)
+		}
+	}
+}
+
+func TestValidRestriction(t *testing.T) {
+	for _, tc := range []struct {
+		r  store.BranchRestriction
+		ok bool
+		id string
+	}{
+		{store.BranchRestriction{Type: ReadOnly, MatcherType: MatchBranch, MatcherID: "main"}, true, "refs/heads/main"},
+		{store.BranchRestriction{Type: NoDeletes, MatcherType: MatchPattern, MatcherID: "release/*"}, true, "release/*"},
+		{store.BranchRestriction{Type: "write-only", MatcherType: MatchBranch, MatcherID: "main"}, false, ""},
+		{store.BranchRestriction{Type: ReadOnly, MatcherType: MatchBranch, MatcherID: "-x"}, false, ""},
+		{store.BranchRestriction{Type: ReadOnly, MatcherType: MatchPattern, MatcherID: "[a"}, false, ""},
+		{store.BranchRestriction{Type: ReadOnly, MatcherType: "REGEX", MatcherID: "a"}, false, ""},
+	} {
+		r := tc.r
+		err := ValidRestriction(&r)
+		if (err == nil) != tc.ok || (tc.ok && r.MatcherID != tc.id) {
+			t.Errorf("ValidRestriction(%+v) = %v, matcher %q", tc.r, err, r.MatcherID)
+		}
+	}
+}
+
+const sampleDiff = `diff --git a/a.txt b/a.txt
+index 1111111..2222222 100644
+--- a/a.txt
++++ b/a.txt
+@@ -1,3 +1,4 @@ func main
+ one
+-two
++TWO
++two and a half
+ three
+diff --git a/old name.txt b/new name.txt
+similarity index 90%
+rename from old name.txt
+rename to new name.txt
+diff --git a/bin.dat b/bin.dat
+new file mode 100644
+index 0000000..3333333
+Binary files /dev/null and b/bin.dat differ
+diff --git a/gone.txt b/gone.txt
+deleted file mode 100644
+index 4444444..0000000
+--- a/gone.txt
++++ /dev/null
+@@ -1 +0,0 @@
+-bye
+`
+
+func TestSplitAndParse(t *testing.T) {
+	files := splitFiles([]byte(sampleDiff))
+	if len(files) != 4 {
+		t.Fatalf("%d files", len(files))
+	}
+	want := []struct {
+		src, dst string
+		binary   bool
+	}{
+		{"a.txt", "a.txt", false},
+		{"old name.txt", "new name.txt", false},
+		{"", "bin.dat", true},
+		{"gone.txt", "", false},
+	}
+	for i, w := range want {
+		f := files[i]
+		if f.src != w.src || f.dst != w.dst || f.binary != w.binary {
+			t.Errorf("file %d: %q -> %q binary %v; want %+v", i, f.src, f.dst, f.binary, w)
+		}
+	}
+	h := parseHunks(files[0].body)
+	if len(h) != 1 || h[0].SourceLine != 1 || h[0].SourceSpan != 3 || h[0].DestinationSpan != 4 || h[0].Context != "func main" {
+		t.Fatalf("hunk header: %+v", h)
+	}
+	var types []string
+	for _, s := range h[0].Segments {
+		types = append(types, s.Type)
+	}
+	if strings.Join(types, ",") != "CONTEXT,REMOVED,ADDED,CONTEXT" {
+		t.Fatalf("segments: %v", types)
+	}
+	added := h[0].Segments[2].Lines
+	if len(added) != 2 || added[0].Destination != 2 || added[1].Destination != 3 || added[1].Line != "two and a half" {
+		t.Fatalf("added lines: %+v", added)
+	}
+	if last := h[0].Segments[3].Lines[0]; last.Source != 3 || last.Destination != 4 {
+		t.Fatalf("context numbering: %+v", last)
+	}
+}
+
+func TestFlightJoins(t *testing.T) {
+	var f flight[int]
+	var runs atomic.Int32
+	release := make(chan struct{})
+	fn := func(context.Context) (int, error) {
+		runs.Add(1)
+		<-release
+		return 42, nil
+	}
+	var wg sync.WaitGroup
+	results := make([]int, 5)
+	joined := make([]bool, 5)
+	for i := range results {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			v, j, err := f.do(context.Background(), "k", fn)
+			if err != nil {
+				t.Error(err)
+			}
+			results[i], joined[i] = v, j
+		}()
+	}
+	// Let every caller arrive before the computation ends.
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		f.mu.Lock()
+		n := len(f.calls)
+		f.mu.Unlock()
+		if n == 1 && runs.Load() == 1 {
+			break
+		}
+	}
+	time.Sleep(20 * time.Millisecond)
+	close(release)
+	wg.Wait()
+	if runs.Load() != 1 {
+		t.Fatalf("%d computations for one key", runs.Load())
+	}
+	nj := 0
+	for i, v := range results {
+		if v != 42 {
+			t.Fatalf("caller %d got %d", i, v)
+		}
+		if joined[i] {
+			nj++
+		}
+	}
+	if nj != 4 {
+		t.Fatalf("%d callers joined, want 4", nj)
+	}
+	// A caller that gives up does not cancel the computation for others.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, _, err := f.do(ctx, "k2", func(context.Context) (int, error) { return 1, nil }); !errors.Is(err, context.Canceled) && err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestWebhookGuard(t *testing.T) {
+	for _, tc := range []struct {
+		addr string
+		want bool
+	}{
+		{"127.0.0.1", false},
+		{"::1", false},
+		{"10.1.2.3", false},
+		{"172.16.0.1", false},
+		{"192.168.1.1", false},
+		{"169.254.169.254", false},
+		{"100.64.0.1", false},
+		{"0.0.0.0", false},
+		{"::ffff:127.0.0.1", false},
+		{"fe80::1", false},
+		{"fd00::1", false},
+		{"8.8.8.8", true},
+		{"2001:4860:4860::8888", true},
+	} {
+		w := newWebhookClient(nil, time.Second)
+		if got := w.allowed(netip.MustParseAddr(tc.addr)); got != tc.want {
+			t.Errorf("allowed(%s) = %v", tc.addr, got)
+		}
+	}
+	w := newWebhookClient([]netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}, time.Second)
+	if !w.allowed(netip.MustParseAddr("127.0.0.1")) {
+		t.Error("allow list ignored")
+	}
+}
+
+// TestWebhookDialCheck proves the guard sees the dialled address: a URL
+// naming localhost is refused without a request reaching the server.
+func TestWebhookDialCheck(t *testing.T) {
+	var hits atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }))
+	defer srv.Close()
+	u := strings.Replace(srv.URL, "127.0.0.1", "localhost", 1)
+	s := &Service{webhook: newWebhookClient(nil, 2*time.Second)}
+	_, err := s.send(context.Background(), &store.Webhook{URL: u}, &store.WebhookDelivery{Payload: "{}"})
+	if !errors.Is(err, errForbiddenAddress) || hits.Load() != 0 {
+		t.Fatalf("localhost webhook: err %v, hits %d", err, hits.Load())
+	}
+	s.webhook = newWebhookClient([]netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}, 2*time.Second)
+	var sig string
+	srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		sig = r.Header.Get("X-Hub-Signature")
+	})
+	if code, err := s.send(context.Background(), &store.Webhook{URL: u, Secret: "s3cret"}, &store.WebhookDelivery{Payload: `{"a":1}`}); err != nil || code != 200 {
+		t.Fatalf("allowed webhook: %d %v", code, err)
+	}
+	if sig != Sign("s3cret", []byte(`{"a":1}`)) || !strings.HasPrefix(sig, "sha256=") {
+		t.Fatalf("signature %q", sig)
+	}
+	s.webhook.client.CloseIdleConnections()
+}
