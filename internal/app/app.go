@@ -78,13 +78,14 @@ type App struct {
 
 	httpLn  net.Listener
 	sshLn   net.Listener
+	cluster *clusterParts // nil for the admin CLI
+	closers []func() error
+	once    sync.Once
+
 	// baseURL and sshBaseURL are what users are shown (clone URLs,
 	// links): the configured ones, or, when those were derived from the
 	// listen addresses, derived again from the bound ones (Listen).
 	baseURL, sshBaseURL string
-	cluster *clusterParts // nil for the admin CLI
-	closers []func() error
-	once    sync.Once
 }
 
 // Options adjust New for the admin CLI and for tests.
@@ -139,6 +140,7 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger, opts Optio
 		HookBinary:   hookBinary,
 		MaxInputSize: int64(cfg.Git.MaxInputSize),
 		Timeout:      cfg.Git.Timeout.Duration,
+		Nice:         cfg.Git.Nice,
 	}, a.Registry, logger)
 	if err != nil {
 		return nil, fmt.Errorf("git: %w", err)
@@ -150,6 +152,7 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger, opts Optio
 		NodeID:             nodeID,
 		MaxPushOptions:     cfg.Git.MaxPushOptions,
 		MaxPushOptionBytes: cfg.Git.MaxPushOptionBytes,
+		RepoPath:           a.Repos.Path,
 	}, a.Store, logger, a.Registry)
 	if err != nil {
 		return nil, fmt.Errorf("hooks: %w", err)

@@ -18,7 +18,8 @@ import (
 // fcgiwrap running git http-backend, the setup git's own documentation
 // describes (git-http-backend(1), "Lighttpd"/"nginx" examples).
 type BaselineConfig struct {
-	// Dir is a scratch directory for configuration, sockets and logs.
+	// Dir is a scratch directory for configuration, sockets and logs;
+	// files under StaticDir are served at /static/.
 	Dir string
 	// ProjectRoot holds the bare repositories, served under /scm/.
 	ProjectRoot string
@@ -53,6 +54,16 @@ http {
         listen 127.0.0.1:{{.Port}};
         # Pushes may be large; git's documentation removes the limit too.
         client_max_body_size 0;
+        # The physical floor for the clone storm: a file of a clone's size,
+        # behind the same auth_basic, sent with sendfile as a static file
+        # server would. Files are under Dir/static.
+        location /static/ {
+            auth_basic "git";
+            auth_basic_user_file {{.Dir}}/htpasswd;
+            root {{.Dir}};
+            sendfile on;
+            tcp_nopush on;
+        }
         location ~ ^/scm(/.*)$ {
             auth_basic "git";
             auth_basic_user_file {{.Dir}}/htpasswd;
@@ -80,6 +91,9 @@ http {
     }
 }
 `))
+
+// StaticDir is where files served at /static/ go.
+func (c BaselineConfig) StaticDir() string { return filepath.Join(c.Dir, "static") }
 
 // StartBaseline starts fcgiwrap on a unix socket and nginx on a free port.
 func StartBaseline(ctx context.Context, cfg BaselineConfig, logger *slog.Logger) (*Server, error) {

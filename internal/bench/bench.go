@@ -84,6 +84,22 @@ type Machine struct {
 	Nginx    string
 	Go       string
 	Date     time.Time
+	// LoadBefore and LoadAfter are /proc/loadavg's first three fields
+	// when the run started and ended.
+	LoadBefore, LoadAfter string
+}
+
+// LoadAverage returns the 1, 5 and 15 minute load averages, or "".
+func LoadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return ""
+	}
+	return strings.Join(f[:3], ", ")
 }
 
 // DescribeMachine collects the Machine facts; missing ones stay empty.

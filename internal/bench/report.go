@@ -36,6 +36,8 @@ type Results struct {
 	Targets      []Target
 	// Notes are printed under the table (settings, caveats).
 	Notes []string
+	// Sections follow the main table: SSH, clone storm, throttling.
+	Sections []Section
 }
 
 func (r Results) find(server, workload string) (Measurement, bool) {
@@ -73,6 +75,10 @@ func (r Results) Markdown() string {
 	m := r.Machine
 	fmt.Fprintf(&b, "Measured %s on %d × %s (Linux %s), %s, nginx %s, %s.\n\n",
 		m.Date.Format("2006-01-02 15:04 MST"), m.CPUs, orUnknown(m.CPUModel), orUnknown(m.Kernel), orUnknown(m.Git), orUnknown(m.Nginx), m.Go)
+	if m.LoadBefore != "" || m.LoadAfter != "" {
+		fmt.Fprintf(&b, "Load average (1, 5, 15 min) before the run: %s; after: %s. The machine is shared: other work running at the same time slows both servers alike, which the ratios absorb, but it widens the noise.\n\n",
+			orUnknown(m.LoadBefore), orUnknown(m.LoadAfter))
+	}
 	fmt.Fprintf(&b, "Command: `%s`\n\n", r.Command)
 	if r.Repo != "" {
 		fmt.Fprintf(&b, "Repository: %s\n\n", r.Repo)
@@ -118,6 +124,9 @@ func (r Results) Markdown() string {
 		for _, n := range r.Notes {
 			fmt.Fprintf(&b, "- %s\n", n)
 		}
+	}
+	for _, sec := range r.Sections {
+		b.WriteString("\n" + sec.Markdown())
 	}
 	return b.String()
 }

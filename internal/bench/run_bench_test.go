@@ -4,6 +4,8 @@ package bench
 
 import (
 	"context"
+	"crypto/ed25519"
+	"crypto/rand"
 	"fmt"
 	"log/slog"
 	"os"
@@ -12,14 +14,17 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/crypto/ssh"
 
 	"github.com/sluice-scm/sluice/internal/loadgen"
 )
 
 // Command is how `make bench` runs this; it is written into the report.
-const Command = "go test -tags bench -run TestBench -timeout 30m -v ./internal/bench"
+const Command = "go test -tags bench -run TestBench -count=1 -timeout 60m -v ./internal/bench"
 
 // envInt and envDuration read the knobs documented in docs/benchmarks.md.
 func envInt(t *testing.T, name string, def int) int {
@@ -56,15 +61,21 @@ func run(ctx context.Context, t *testing.T, dir string, name string, args ...str
 }
 
 // TestBench measures Sluice against nginx + fcgiwrap + git http-backend
-// and writes the table into docs/benchmarks.md.
+// and writes the tables into docs/benchmarks.md: the main comparison, then
+// SSH vs HTTP, the CI clone storm and throttling, each against a
+// reference measured in the same run.
 func TestBench(t *testing.T) {
 	duration := envDuration(t, "BENCH_DURATION", 30*time.Second)
 	workers := envInt(t, "BENCH_WORKERS", 16)
+	slowRate := int64(envInt(t, "BENCH_SLOW_RATE", 1_000_000))
+	throttleCores := float64(envInt(t, "BENCH_THROTTLE_CORES", 1))
+	idle := envDuration(t, "BENCH_IDLE", 5*time.Second)
 	spec := DefaultRepoSpec
 	spec.Commits = envInt(t, "BENCH_COMMITS", spec.Commits)
-	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
 	defer cancel()
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})).With("component", "bench")
+	loadBefore := LoadAverage()
 	moduleRoot, err := filepath.Abs("../..")
 	if err != nil {
 		t.Fatal(err)
@@ -103,13 +114,11 @@ func TestBench(t *testing.T) {
 		binary = filepath.Join(work, "bin", "sluice")
 		run(ctx, t, moduleRoot, "go", "build", "-o", binary, "./cmd/sluice")
 	}
-	sluiceSettings := map[string]string{"cache.packs": "false", "throttle.rate_limit": "false"}
-	scfg := SluiceConfig{Binary: binary, Dir: filepath.Join(work, "sluice-data"), User: user, Password: password, Settings: sluiceSettings}
-	sl, err := StartSluice(ctx, scfg, logger)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sl.Stop()
+	uncachedSettings := map[string]string{"cache.packs": "false", "throttle.rate_limit": "false"}
+	scfg := SluiceConfig{Binary: binary, Dir: filepath.Join(work, "sluice-data"), User: user, Password: password, Settings: uncachedSettings}
+	n := &nodes{t: t, ctx: ctx, logger: logger, cfg: scfg}
+	sl := n.start("sluice", uncachedSettings, 0, false)
+	defer n.stop()
 	// Passwords are argon2id-hashed and checked on every request;
 	// BENCH_AUTH=token measures with an access token (stored as SHA-256)
 	// as the password instead, as CI agents would use.
@@ -122,7 +131,8 @@ func TestBench(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		sl.pass = strings.TrimSpace(out)
+		n.pass = strings.TrimSpace(out)
+		sl.pass = n.pass
 	default:
 		t.Fatalf("BENCH_AUTH=%q: want password or token", authMode)
 	}
@@ -133,6 +143,7 @@ func TestBench(t *testing.T) {
 		t.Fatal(err)
 	}
 	const repoURLPath = "/scm/bench/big.git"
+	const sshPath = "/BENCH/big.git"
 	run(ctx, t, repoPath, "git", "push", "--quiet", sl.URL(repoURLPath), "refs/heads/*:refs/heads/*", "refs/tags/*:refs/tags/*")
 	// A push leaves one pack without a bitmap; housekeeping gives Sluice
 	// the layout the baseline repository has.
@@ -141,26 +152,28 @@ func TestBench(t *testing.T) {
 		logger.Warn("housekeeping failed; sluice serves the pushed pack without a bitmap", "err", err)
 		housekeeping = "no housekeeping (`sluice admin repo gc` failed): Sluice served the pushed pack without a bitmap"
 	}
+	n.addSSHKey(user, filepath.Join(work, "id_ed25519.pub"))
 
 	base, err := StartBaseline(ctx, BaselineConfig{Dir: filepath.Join(work, "nginx"), ProjectRoot: filepath.Join(work, "repos"), User: user, Password: password, FcgiChildren: workers}, logger)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer base.Stop()
+	staticDir := BaselineConfig{Dir: filepath.Join(work, "nginx")}.StaticDir()
 
-	servers := []*Server{base, sl}
-	clients := map[*Server]*loadgen.Client{}
-	for _, s := range servers {
-		c := loadgen.NewClient(loadgen.Options{MaxConnsPerHost: workers})
-		defer c.CloseIdleConnections()
-		clients[s] = c
-	}
+	baseClient := loadgen.NewClient(loadgen.Options{MaxConnsPerHost: workers})
+	defer baseClient.CloseIdleConnections()
 	// Both must serve the same refs and the same objects, or the
 	// comparison is meaningless; the clone doubles as a warm-up.
 	var want []loadgen.Ref
-	for i, s := range servers {
+	var cloneBytes int64
+	for i, s := range []*Server{base, sl} {
+		c := baseClient
+		if s == sl {
+			c = n.http
+		}
 		url := s.URL(repoURLPath)
-		got, err := clients[s].LsRemote(ctx, url, loadgen.V2)
+		got, err := c.LsRemote(ctx, url, loadgen.V2)
 		if err != nil {
 			t.Fatalf("%s: %v", s.Name, err)
 		}
@@ -171,63 +184,135 @@ func TestBench(t *testing.T) {
 		} else if !slices.Equal(got, want) {
 			t.Fatalf("%s advertises %d refs, baseline %d, or they differ", s.Name, len(got), len(want))
 		}
-		res, err := clients[s].Clone(ctx, url, loadgen.CloneOptions{Protocol: loadgen.V2})
+		res, err := c.Clone(ctx, url, loadgen.CloneOptions{Protocol: loadgen.V2})
 		if err != nil {
 			t.Fatalf("%s: warm-up clone: %v", s.Name, err)
 		}
 		if int(res.Objects) != nobj {
 			t.Fatalf("%s: clone has %d objects, repository %d", s.Name, res.Objects, nobj)
 		}
+		cloneBytes = res.Bytes
+	}
+	if res, err := n.ssh.Clone(ctx, sshPath, loadgen.CloneOptions{Protocol: loadgen.V2}); err != nil || int(res.Objects) != nobj {
+		t.Fatalf("warm-up clone over ssh: %d objects, %v", res.Objects, err)
 	}
 
-	// Clones first, pushes last: pushes add branches, and every clone
-	// must fetch the same content from both servers.
-	workloads := []struct {
-		name     string
-		op       func(c *loadgen.Client, url string) loadgen.Op
-		duration time.Duration
-	}{
-		{"clone (v2, uncached)", func(c *loadgen.Client, url string) loadgen.Op { return CloneOp(c, url, loadgen.V2) }, duration},
-		{"ls-remote (v2)", func(c *loadgen.Client, url string) loadgen.Op { return LsRemoteOp(c, url, loadgen.V2) }, duration / 2},
-		{"push (1 commit)", func(c *loadgen.Client, url string) loadgen.Op { return PushOp(c, url, "bench/worker-") }, duration},
-	}
-	var results []Measurement
-	for _, w := range workloads {
-		for _, s := range servers {
-			m, err := Measure(ctx, s, w.name, loadgen.Spec{Name: w.name, Workers: workers, Duration: w.duration, Op: w.op(clients[s], s.URL(repoURLPath))})
-			if err != nil {
-				t.Fatal(err)
-			}
-			logger.Info("measured", "server", s.Name, "report", m.Report.String(), "cpu_per_op", m.CPUPerOp(),
-				"cpu_cgroup", m.CPU.Cgroup, "cpu_tree", m.CPU.Tree, "errors", m.Report.ErrorSamples)
-			results = append(results, m)
+	measure := func(s *Server, workload string, d time.Duration, op loadgen.Op) Measurement {
+		t.Helper()
+		m, err := Measure(ctx, s, workload, loadgen.Spec{Name: workload, Workers: workers, Duration: d, Op: op})
+		if err != nil {
+			t.Fatal(err)
 		}
+		logger.Info("measured", "server", s.Name, "report", m.Report.String(), "cpu_per_op", m.CPUPerOp(),
+			"cpu_cgroup", m.CPU.Cgroup, "cpu_tree", m.CPU.Tree, "errors", m.Report.ErrorSamples)
+		return m
 	}
+	const (
+		cloneW = "clone (v2, uncached)"
+		lsW    = "ls-remote (v2)"
+		pushW  = "push (1 commit)"
+	)
+	var results []Measurement
+
+	// Phase 1, cache off: clones over HTTP from both servers and over SSH
+	// from Sluice, ls-remote, the static-file floor and a slow clone.
+	// Clones come before pushes, which add branches: every clone must
+	// fetch the same content.
+	cloneBase := measure(base, cloneW, duration, CloneOp(baseClient, base.URL(repoURLPath), loadgen.V2))
+	cloneHTTP := measure(sl, cloneW, duration, CloneOp(n.http, sl.URL(repoURLPath), loadgen.V2))
+	cloneSSH := measure(sl, cloneW, duration, SSHCloneOp(n.ssh, sshPath, loadgen.V2))
+	results = append(results, cloneBase, cloneHTTP,
+		measure(base, lsW, duration/2, LsRemoteOp(baseClient, base.URL(repoURLPath), loadgen.V2)),
+		measure(sl, lsW, duration/2, LsRemoteOp(n.http, sl.URL(repoURLPath), loadgen.V2)))
+	if err := WriteStaticFile(filepath.Join(staticDir, "clone.bin"), cloneBytes); err != nil {
+		t.Fatal(err)
+	}
+	staticClient := NewHTTPClient(workers)
+	defer staticClient.CloseIdleConnections()
+	static := measure(base, "static file", duration, StaticOp(staticClient, base.URL("/static/clone.bin")))
+	slowOff := n.slowClone(sl, repoURLPath, slowRate)
+
+	// Phase 2, cache on: one slow clone (a miss), then the storm.
+	sl = n.start("sluice-cache", map[string]string{"cache.packs": "true", "throttle.rate_limit": "false"}, 0, true)
+	slowOn := n.slowClone(sl, repoURLPath, slowRate)
+	lookups := n.lookups(sl)
+	cached := measure(sl, "clone (v2, cached)", duration, CloneOp(n.http, sl.URL(repoURLPath), loadgen.V2))
+	after := n.lookups(sl)
+	storm := Storm{Backend: cloneBase, Uncached: cloneHTTP, Cached: cached, Static: static,
+		Hits: after["hit"] - lookups["hit"], Coalesced: after["coalesced"] - lookups["coalesced"], Misses: after["miss"] - lookups["miss"],
+		SlowOff: slowOff, SlowOn: slowOn, SlowRate: slowRate}
+
+	// Phase 3, cache off again: pushes.
+	sl = n.start("sluice-push", uncachedSettings, 0, true)
+	pushBase := measure(base, pushW, duration, PushOp(baseClient, base.URL(repoURLPath), "bench/worker-"))
+	pushHTTP := measure(sl, pushW, duration, PushOp(n.http, sl.URL(repoURLPath), "bench/worker-"))
+	pushSSH := measure(sl, pushW, duration, SSHPushOp(n.ssh, sshPath, "bench/ssh-worker-"))
+	// The main table compares "sluice" with the baseline; the push node
+	// is the first node restarted with the same settings.
+	pushHTTP.Server = "sluice"
+	results = append(results, pushBase, pushHTTP)
+
+	// Phase 4: throttling off, then on, each on a node capped at
+	// throttleCores, with the pack cache on for the probe's hits but
+	// caching only on second sight, so the storm's distinct requests all
+	// run git.
+	throttleSettings := func(extra ...string) map[string]string {
+		m := map[string]string{"cache.packs": "true", "cache.min_occurrences": "2", "throttle.rate_limit": "false",
+			"throttle.cores": fmt.Sprint(throttleCores)}
+		for i := 0; i+1 < len(extra); i += 2 {
+			m[extra[i]] = extra[i+1]
+		}
+		return m
+	}
+	off := n.throttleRun("off (fixed, 10000 tickets)", "sluice-throttle-off", throttleSettings("throttle.strategy", "fixed", "throttle.fixed", "10000"),
+		throttleCores, workers, duration, idle, repoURLPath)
+	on := n.throttleRun("on (adaptive)", "sluice-throttle-on", throttleSettings("throttle.strategy", "adaptive"),
+		throttleCores, workers, duration, idle, repoURLPath)
 
 	meter := "a cpuacct cgroup per server (every process, however it exits)"
 	cpu, _ := base.CPU()
 	if !cpu.HasCgroup {
 		meter = "the /proc process tree (utime+stime+cutime+cstime); fcgiwrap's workers ignore SIGCHLD, so the baseline's CGI processes are NOT counted and its CPU is a lower bound"
 	}
+	machine := DescribeMachine("git", "/usr/sbin/nginx")
+	machine.LoadBefore, machine.LoadAfter = loadBefore, LoadAverage()
+	sshSec := SSHSection([]Measurement{cloneHTTP, pushHTTP}, []Measurement{cloneSSH, pushSSH}, 1.2)
+	sshSec.Notes = []string{
+		"SSH: each operation opens its own connection (key exchange, ed25519 public-key authentication) and runs one exec session, as every `git` command over SSH does; HTTP reuses keep-alive connections across operations, so the SSH figures include a handshake per operation that the HTTP ones do not.",
+		"Pushes over SSH go to branches of their own (`bench/ssh-worker-N`), created by each worker's first push like the HTTP ones.",
+	}
+	stormSec := StormSection(storm)
+	stormSec.Notes = append(stormSec.Notes,
+		fmt.Sprintf("%d workers for %s per row; the static file is %d bytes, a v2 clone's whole response (advertisements and side-band framing included), served by the baseline's nginx with `sendfile on` behind the same `auth_basic`, and hashed by the client as a pack is.", workers, duration, cloneBytes),
+		"Cache on is a node restarted with `cache.packs=true` (defaults otherwise) on the same data; its first clone (the slow one) filled the cache.",
+		"Git process lifetime and memory are sampled every 10 ms from /proc (VmRSS summed over the git processes under sluice, VmHWM per process).")
+	throttleSec := ThrottleSection(on, off)
+	throttleSec.Notes = []string{
+		fmt.Sprintf("Each node is capped at %g core(s) by CFS bandwidth control and told so (`throttle.cores=%g`), so that it is saturated whatever else the machine runs and the load client and probe keep the other core(s). Utilisation is the node's cgroup CPU over 2 s intervals divided by its cores; the first two intervals (ramp-up) are left out. The controller's own reading (`sluice_throttle_cpu_utilization_ratio`, scraped at the same times) is shown alongside.", throttleCores, throttleCores),
+		fmt.Sprintf("Storm: %d workers, %s, each cloning every branch and all tags but a pair that differs on every clone, so no two requests are alike; `cache.min_occurrences=2` keeps them out of the cache. %d concurrent clones (about %s of server CPU each) are far more than %g core(s) serve: with throttling off the node sits at its cap.", workers, duration, workers, ms3(cloneHTTP.CPUPerOp()), throttleCores),
+		fmt.Sprintf("Probe: one client, separate connections; a REST GET (`/rest/api/1.0/projects/BENCH/repos/big`) every 100 ms and a full clone answered from the cache (the same request seen twice before) every 200 ms, for %s with the node idle, then throughout the storm.", idle),
+		"Rate limiting is off on these nodes (`throttle.rate_limit=false`): one user runs the storm and the probe, and a per-user bucket would refuse the storm instead of queueing it. “Off” is the fixed strategy with 10000 tickets; queue wait and length are the defaults (5 min, 1000).",
+	}
 	res := Results{
-		Machine:      DescribeMachine("git", "/usr/sbin/nginx"),
+		Machine:      machine,
 		Command:      "make bench (" + Command + ")",
 		Repo:         repoDesc,
 		Baseline:     base.Name,
-		Sluice:       sl.Name,
+		Sluice:       "sluice",
 		Measurements: results,
 		Targets: []Target{
-			{Workload: "clone (v2, uncached)", Metric: "cpu/op", Limit: 1.1},
-			{Workload: "push (1 commit)", Metric: "ops/h", Limit: 0.7},
+			{Workload: cloneW, Metric: "cpu/op", Limit: 1.1},
+			{Workload: pushW, Metric: "ops/h", Limit: 0.7},
 		},
 		Notes: []string{
 			fmt.Sprintf("%d concurrent loadgen workers per workload, %s per clone/push run, %s for ls-remote; each server measured alone.", workers, duration, duration/2),
 			"Server CPU is measured with " + meter + ", between idle readings.",
 			fmt.Sprintf("Baseline: nginx (2 workers, auth_basic) → fcgiwrap (%d children) → git http-backend, repository repacked with `git repack -adf --write-bitmap-index`.", workers),
-			"Sluice: pack cache off (`cache.packs=false`), per-user rate limit off (`throttle.rate_limit=false`), other settings default; " + housekeeping + "; clients authenticate with HTTP Basic and a " + authMode + " (`BENCH_AUTH`).",
+			"Sluice: pack cache off (`cache.packs=false`), per-user rate limit off (`throttle.rate_limit=false`), other settings default; " + housekeeping + "; clients authenticate with HTTP Basic and a " + authMode + " (`BENCH_AUTH`). Pushes ran on the same node restarted with the same settings, after the cache-on storm.",
 			"Pushes: each worker pushes one new commit (blob, tree, commit) per operation to a branch of its own, on top of the tip it reads from the advertisement.",
 			"Latencies are of successful operations; the load client shares the machine with the server.",
 		},
+		Sections: []Section{sshSec, stormSec, throttleSec},
 	}
 	md := res.Markdown()
 	fmt.Println(md)
@@ -236,9 +321,202 @@ func TestBench(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for _, m := range results {
+	all := append(slices.Clone(results), cloneSSH, pushSSH, static, cached)
+	for _, m := range all {
 		if m.Report.Errors > 0 {
 			t.Errorf("%s on %s: %d errors, e.g. %q", m.Workload, m.Server, m.Report.Errors, m.Report.ErrorSamples)
 		}
 	}
+	for _, r := range []ThrottleRun{off, on} {
+		if other := r.Storm.Report.Errors - r.QueueTimeouts; other > 0 {
+			t.Errorf("throttling %s: %d errors besides queue timeouts, e.g. %q", r.Mode, other, r.Storm.Report.ErrorSamples)
+		}
+	}
+}
+
+// nodes starts and restarts the Sluice node under test on one data
+// directory, one configuration at a time, with an HTTP and an SSH client
+// for the current one.
+type nodes struct {
+	t      *testing.T
+	ctx    context.Context
+	logger *slog.Logger
+	cfg    SluiceConfig
+	// pass overrides the password (BENCH_AUTH=token).
+	pass   string
+	cur    *Server
+	http   *loadgen.Client
+	ssh    *loadgen.SSHClient
+	signer ssh.Signer
+}
+
+// start stops the current node and starts name with settings, capped at
+// cpuLimit cores (0: no cap). restart says the data set already exists.
+func (n *nodes) start(name string, settings map[string]string, cpuLimit float64, restart bool) *Server {
+	n.t.Helper()
+	n.stop()
+	port, err := freePort()
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	cfg := n.cfg
+	cfg.Name, cfg.Settings, cfg.CPULimit, cfg.NoUser = name, settings, cpuLimit, restart
+	cfg.SSHAddr = fmt.Sprintf("127.0.0.1:%d", port)
+	s, err := StartSluice(n.ctx, cfg, n.logger)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	if n.pass != "" {
+		s.pass = n.pass
+	}
+	n.cur = s
+	n.http = loadgen.NewClient(loadgen.Options{MaxConnsPerHost: 64})
+	if n.signer != nil {
+		n.newSSHClient(cfg.SSHAddr)
+	}
+	n.cfg.SSHAddr = cfg.SSHAddr
+	return s
+}
+
+func (n *nodes) stop() {
+	if n.cur == nil {
+		return
+	}
+	n.http.CloseIdleConnections()
+	if err := n.cur.Stop(); err != nil {
+		n.t.Error(err)
+	}
+	n.cur = nil
+}
+
+// addSSHKey registers a fresh ed25519 key for user with `sluice admin
+// ssh-key add` and connects the SSH client with it.
+func (n *nodes) addSSHKey(user, pubPath string) {
+	n.t.Helper()
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	n.signer, err = ssh.NewSignerFromKey(priv)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	if err := os.WriteFile(pubPath, ssh.MarshalAuthorizedKey(n.signer.PublicKey()), 0o644); err != nil {
+		n.t.Fatal(err)
+	}
+	if _, err := n.cfg.Admin(n.ctx, "ssh-key", "add", "--username", user, "--key-file", pubPath); err != nil {
+		n.t.Fatal(err)
+	}
+	n.newSSHClient(n.cfg.SSHAddr)
+}
+
+func (n *nodes) newSSHClient(addr string) {
+	n.t.Helper()
+	// The harness started the server a moment ago on loopback; there is
+	// no host key to check it against.
+	c, err := loadgen.NewSSHClient(loadgen.SSHOptions{Addr: addr, Signer: n.signer, HostKeyCallback: ssh.InsecureIgnoreHostKey()})
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	n.ssh = c
+}
+
+// slowClone clones once through a reader limited to rate bytes per second
+// and watches the git processes under the node meanwhile.
+func (n *nodes) slowClone(s *Server, path string, rate int64) SlowClone {
+	c := loadgen.NewClient(loadgen.Options{Transport: NewSlowTransport(rate)})
+	defer c.CloseIdleConnections()
+	time.Sleep(settle)
+	stop := WatchGit(s.Pid(), 10*time.Millisecond)
+	t0 := time.Now()
+	res, err := c.Clone(n.ctx, s.URL(path), loadgen.CloneOptions{Protocol: loadgen.V2})
+	took := time.Since(t0)
+	// Processes still alive now would be a leak worth seeing; give them a
+	// moment to be reaped.
+	time.Sleep(200 * time.Millisecond)
+	sc := SlowClone{Took: took, Err: err, Git: stop()}
+	n.logger.Info("slow clone", "server", s.Name, "took", took, "bytes", res.Bytes, "err", err, "git", fmt.Sprintf("%+v", sc.Git))
+	return sc
+}
+
+// lookups reads the pack cache's lookup counters by result.
+func (n *nodes) lookups(s *Server) map[string]float64 {
+	c := NewHTTPClient(1)
+	defer c.CloseIdleConnections()
+	text, err := s.Metrics(n.ctx, c)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, r := range []string{"hit", "miss", "coalesced"} {
+		out[r], _ = MetricSum(text, "sluice_packcache_lookups_total", map[string]string{"kind": "packs", "result": r})
+	}
+	return out
+}
+
+// throttleRun starts a node with settings and measures a storm of
+// distinct uncached clones against it with the probe running, idle first.
+func (n *nodes) throttleRun(mode, name string, settings map[string]string, cores float64, workers int, d, idle time.Duration, path string) ThrottleRun {
+	n.t.Helper()
+	s := n.start(name, settings, cores, true)
+	r := ThrottleRun{Mode: mode}
+	url := s.URL(path)
+	probe := loadgen.NewClient(loadgen.Options{MaxConnsPerHost: 2})
+	defer probe.CloseIdleConnections()
+	rest := NewHTTPClient(2)
+	defer rest.CloseIdleConnections()
+	// Seen twice, the full clone is cached (min_occurrences=2), and the
+	// probe's clones are hits from then on.
+	for range 3 {
+		if _, err := probe.Clone(n.ctx, url, loadgen.CloneOptions{Protocol: loadgen.V2}); err != nil {
+			n.t.Fatalf("%s: warm-up clone: %v", name, err)
+		}
+	}
+	refs, err := n.http.LsRemote(n.ctx, url, loadgen.V2)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	restOp := func(ctx context.Context) error { return s.Get(ctx, rest, "/rest/api/1.0/projects/BENCH/repos/big") }
+	hitOp := func(ctx context.Context) error {
+		_, err := probe.Clone(ctx, url, loadgen.CloneOptions{Protocol: loadgen.V2})
+		return err
+	}
+	probes := func(ctx context.Context) (restH, hitH *loadgen.Histogram, errs int64) {
+		var wg sync.WaitGroup
+		var e1, e2 int64
+		wg.Go(func() { restH, e1 = Probe(ctx, 100*time.Millisecond, restOp) })
+		wg.Go(func() { hitH, e2 = Probe(ctx, 200*time.Millisecond, hitOp) })
+		wg.Wait()
+		return restH, hitH, e1 + e2
+	}
+	ictx, cancel := context.WithTimeout(n.ctx, idle)
+	r.IdleREST, r.IdleHit, _ = probes(ictx)
+	cancel()
+
+	sctx, stopProbes := context.WithCancel(n.ctx)
+	var wg sync.WaitGroup
+	var restH, hitH *loadgen.Histogram
+	var perr int64
+	wg.Go(func() { restH, hitH, perr = probes(sctx) })
+	metrics := NewHTTPClient(1)
+	defer metrics.CloseIdleConnections()
+	stopUtil := UtilSampler(s, metrics, cores, 2*time.Second)
+	var ec errorCounter
+	m, err := Measure(n.ctx, s, "clone storm (distinct, uncached)",
+		loadgen.Spec{Name: name, Workers: workers, Duration: d, Op: ec.wrap(DistinctCloneOp(n.http, url, refs))})
+	util, metric := stopUtil()
+	stopProbes()
+	wg.Wait()
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	// The first two intervals are the ramp-up from idle.
+	r.Storm, r.REST, r.Hit, r.ProbeErrors = m, restH, hitH, perr
+	r.Util, r.Metric = util[min(2, len(util)):], metric[min(2, len(metric)):]
+	r.QueueTimeouts = ec.refusals.Load()
+	n.logger.Info("throttle run", "mode", mode, "report", m.Report.String(), "errors", m.Report.ErrorSamples,
+		"idle_rest_p95", r.IdleREST.Quantile(0.95), "rest_p95", restH.Quantile(0.95),
+		"idle_hit_p95", r.IdleHit.Quantile(0.95), "hit_p95", hitH.Quantile(0.95), "probe_errors", perr,
+		"util", fmt.Sprintf("%.2f", util), "metric", fmt.Sprintf("%.2f", metric))
+	return r
 }

@@ -36,3 +36,19 @@ func PushOp(c *loadgen.Client, url, prefix string) loadgen.Op {
 		return res.PackBytes + res.Bytes, err
 	}
 }
+
+// SSHCloneOp is CloneOp over SSH; path is "/KEY/slug.git".
+func SSHCloneOp(c *loadgen.SSHClient, path string, proto loadgen.Protocol) loadgen.Op {
+	return func(ctx context.Context, _ int) (int64, error) {
+		res, err := c.Clone(ctx, path, loadgen.CloneOptions{Protocol: proto})
+		return res.Bytes, err
+	}
+}
+
+// SSHPushOp is PushOp over SSH.
+func SSHPushOp(c *loadgen.SSHClient, path, prefix string) loadgen.Op {
+	return func(ctx context.Context, worker int) (int64, error) {
+		res, err := c.Push(ctx, path, fmt.Sprintf("%s%d", prefix, worker), loadgen.PushOptions{})
+		return res.PackBytes + res.Bytes, err
+	}
+}

@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/mail"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -104,6 +105,8 @@ type Config struct {
 	Throttle Throttle `toml:"throttle"`
 	Log      Log      `toml:"log"`
 	Node     Node     `toml:"node"`
+	Webhooks Webhooks `toml:"webhooks"`
+	SMTP     SMTP     `toml:"smtp"`
 }
 
 type Data struct {
@@ -174,6 +177,9 @@ type Git struct {
 	// HookBinary is the sluice executable git runs as its hooks; empty
 	// means this executable.
 	HookBinary string `toml:"hook_binary"`
+	// Nice is the niceness of the git processes that serve clones and
+	// pushes (0 disables): the node's own requests get the CPU first.
+	Nice int `toml:"nice"`
 }
 
 type Throttle struct {
@@ -207,6 +213,48 @@ type Node struct {
 	ID string `toml:"id"`
 }
 
+type Webhooks struct {
+	// AllowNetworks lists CIDRs webhooks may reach although they are
+	// loopback, private or link-local (refused otherwise, against SSRF).
+	AllowNetworks []string `toml:"allow_networks"`
+}
+
+// SMTP is the mail server notifications are sent through; an empty Host
+// means no email (the in-app inbox still works).
+type SMTP struct {
+	Host string `toml:"host"`
+	Port int    `toml:"port"`
+	// From is the sender address of notification mail.
+	From string `toml:"from"`
+	// Username and Password authenticate (PLAIN, only over TLS or to
+	// localhost, as net/smtp insists); empty means no authentication.
+	Username string `toml:"username"`
+	Password string `toml:"password"`
+}
+
+// WebhookAllow parses webhooks.allow_networks (Validate has checked it).
+func (c *Config) WebhookAllow() []netip.Prefix {
+	var out []netip.Prefix
+	for _, s := range c.Webhooks.AllowNetworks {
+		if p, err := parsePrefix(s); err == nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// parsePrefix reads a CIDR or a single address (as a /32 or /128).
+func parsePrefix(s string) (netip.Prefix, error) {
+	if p, err := netip.ParsePrefix(s); err == nil {
+		return p.Masked(), nil
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Prefix{}, err
+	}
+	return netip.PrefixFrom(a, a.BitLen()), nil
+}
+
 // Default returns the built-in defaults. Paths that derive from data.dir are
 // left empty here and filled by Resolve.
 func Default() Config {
@@ -238,6 +286,7 @@ func Default() Config {
 			Timeout:            Duration{time.Hour},
 			MaxPushOptions:     32,
 			MaxPushOptionBytes: 4096,
+			Nice:               10,
 		},
 		Throttle: Throttle{
 			Strategy:   "adaptive",
@@ -250,7 +299,8 @@ func Default() Config {
 			RateBucket: 60,
 			RateRefill: 5,
 		},
-		Log: Log{Level: "info", Format: "text"},
+		Log:  Log{Level: "info", Format: "text"},
+		SMTP: SMTP{Port: 25},
 	}
 }
 
@@ -468,6 +518,9 @@ func (c *Config) Validate() error {
 	if c.Git.MaxInputSize <= 0 {
 		return errors.New("git.max_input_size: must be positive")
 	}
+	if c.Git.Nice < 0 || c.Git.Nice > 19 {
+		return errors.New("git.nice: must be between 0 and 19")
+	}
 	if c.Git.MaxPushOptions < 0 || c.Git.MaxPushOptionBytes < 0 {
 		return errors.New("git.max_push_options, git.max_push_option_bytes: must not be negative")
 	}
@@ -490,6 +543,22 @@ func (c *Config) Validate() error {
 	}
 	if c.Throttle.RateBucket < 1 || c.Throttle.RateRefill <= 0 {
 		return errors.New("throttle.rate_bucket, throttle.rate_refill: must be positive")
+	}
+	for _, cidr := range c.Webhooks.AllowNetworks {
+		if _, err := parsePrefix(cidr); err != nil {
+			return fmt.Errorf("webhooks.allow_networks: %q is not a CIDR or address", cidr)
+		}
+	}
+	if c.SMTP.Host != "" {
+		if c.SMTP.Port < 1 || c.SMTP.Port > 65535 {
+			return errors.New("smtp.port: must be between 1 and 65535")
+		}
+		if _, err := mail.ParseAddress(c.SMTP.From); err != nil || strings.ContainsAny(c.SMTP.From, "\r\n") {
+			return fmt.Errorf("smtp.from: %q is not an email address", c.SMTP.From)
+		}
+		if (c.SMTP.Username == "") != (c.SMTP.Password == "") {
+			return errors.New("smtp.username, smtp.password: set both or neither")
+		}
 	}
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":

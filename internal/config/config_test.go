@@ -173,3 +173,54 @@ func TestDocumented(t *testing.T) {
 		}
 	}
 }
+
+func TestWebhooksAndSMTP(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		file    string
+		env     []string
+		wantErr string
+		allow   string
+	}{
+		{name: "defaults: nothing allowed, no mail", allow: ""},
+		{name: "networks from the file", file: "[webhooks]\nallow_networks = [\"10.20.0.0/16\", \"127.0.0.1\"]\n",
+			allow: "10.20.0.0/16,127.0.0.1/32"},
+		{name: "networks from env", env: []string{"SLUICE_WEBHOOKS_ALLOW_NETWORKS=192.168.1.7/24"}, allow: "192.168.1.0/24"},
+		{name: "bad network", file: "[webhooks]\nallow_networks = [\"intranet\"]\n", wantErr: "webhooks.allow_networks"},
+		{name: "smtp complete", file: "[smtp]\nhost = \"mail\"\nport = 587\nfrom = \"sluice@example.com\"\nusername = \"u\"\npassword = \"p\"\n"},
+		{name: "smtp without from", file: "[smtp]\nhost = \"mail\"\n", wantErr: "smtp.from"},
+		{name: "smtp bad port", file: "[smtp]\nhost = \"mail\"\nport = 0\nfrom = \"a@b.c\"\n", wantErr: "smtp.port"},
+		{name: "smtp user without password", file: "[smtp]\nhost = \"mail\"\nfrom = \"a@b.c\"\nusername = \"u\"\n", wantErr: "smtp.username"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := ""
+			if tc.file != "" {
+				path = writeFile(t, tc.file)
+			}
+			cfg, err := Load(path, tc.env)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cfg.Resolve(); err != nil {
+				t.Fatal(err)
+			}
+			err = cfg.Validate()
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("Validate = %v, want an error about %s", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, p := range cfg.WebhookAllow() {
+				got = append(got, p.String())
+			}
+			if strings.Join(got, ",") != tc.allow {
+				t.Fatalf("WebhookAllow = %v, want %s", got, tc.allow)
+			}
+		})
+	}
+}

@@ -65,6 +65,21 @@ type Config struct {
 	MaxInputSize int64
 	// Timeout bounds every process; zero means no bound beyond the context.
 	Timeout time.Duration
+	// Nice is the scheduling niceness (0..19) of the heavy commands that
+	// serve clones and pushes and repack (see niced). Under a clone storm
+	// the node's own work — REST requests, pack cache hits, the web UI —
+	// then gets the CPU first and stays responsive while git takes the
+	// rest; the CPU each operation costs is unchanged.
+	Nice int
+}
+
+// niced lists the commands Config.Nice applies to: the ones whose CPU
+// grows with repository size. Their children (pack-objects, index-pack)
+// inherit the niceness.
+var niced = map[string]bool{
+	"upload-pack": true, "receive-pack": true, "upload-archive": true,
+	"repack": true, "multi-pack-index write": true, "commit-graph write": true,
+	"archive": true, "merge-tree": true,
 }
 
 // HookNames are the hooks New installs under HomeDir/hooks.
@@ -82,6 +97,7 @@ type Runner struct {
 	homeDir  string
 	hooksDir string
 	timeout  time.Duration
+	nice     int
 	baseEnv  []string
 	logger   *slog.Logger
 
@@ -120,6 +136,7 @@ func New(cfg Config, reg prometheus.Registerer, logger *slog.Logger) (*Runner, e
 		homeDir:     home,
 		hooksDir:    filepath.Join(home, "hooks"),
 		timeout:     cfg.Timeout,
+		nice:        min(max(cfg.Nice, 0), 19),
 		logger:      logger.With("component", "gitcmd"),
 		catfiles:    map[string][]*CatFile{},
 		catfileIdle: catfileIdle,

@@ -652,3 +652,42 @@ func TestCatFileReaped(t *testing.T) {
 		}
 	}
 }
+
+// TestNice: the heavy commands run at the configured niceness; light
+// ones (the REST API's reads) keep the server's priority.
+func TestNice(t *testing.T) {
+	r := newRunner(t, "", func(c *Config) { c.Nice = 7 })
+	f := makeRepo(t, r)
+	niceOf := func(name string, flags []string) int {
+		t.Helper()
+		// The process blocks reading stdin until we close it, so its
+		// niceness can be read while it runs.
+		pr, pw, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer pr.Close()
+		p, err := r.Start(context.Background(), Cmd{Dir: f.dir, Name: name, Flags: flags, Stdin: pr, Stdout: io.Discard})
+		if err != nil {
+			t.Fatal(err)
+		}
+		prio, err := syscall.Getpriority(syscall.PRIO_PROCESS, p.Pid())
+		pw.Close()
+		p.Wait()
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The raw syscall returns 20 - nice.
+		return 20 - prio
+	}
+	if got := niceOf("upload-pack", []string{"--stateless-rpc"}); got != 7 {
+		t.Errorf("upload-pack niceness %d, want 7", got)
+	}
+	own, err := syscall.Getpriority(syscall.PRIO_PROCESS, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := niceOf("cat-file", []string{"--batch-check"}); got != 20-own {
+		t.Errorf("cat-file niceness %d, want the server's own %d", got, 20-own)
+	}
+}

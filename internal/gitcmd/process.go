@@ -203,6 +203,11 @@ func (r *Runner) start(ctx context.Context, c Cmd, timeout time.Duration) (*Proc
 		return nil, fmt.Errorf("start git %s: %w", c.Name, err)
 	}
 	closeAll(childEnds...)
+	if r.nice > 0 && niced[c.Name] {
+		// Set before git has read its request, so the pack-objects it
+		// starts afterwards inherits it. Failure only costs priority.
+		_ = syscall.Setpriority(syscall.PRIO_PROCESS, p.cmd.Process.Pid, r.nice)
+	}
 	r.started.WithLabelValues(c.Name).Inc()
 	r.running.Inc()
 

@@ -330,10 +330,16 @@ func (c *Client) advertisement(ctx context.Context, ep endpoint, service string,
 	if kind, _, err := resp.pkt.line(); err != nil || kind != pktFlush {
 		return nil, fmt.Errorf("read advertisement: no flush after service line: %v", err)
 	}
+	return readRefAdvertisement(resp.pkt)
+}
+
+// readRefAdvertisement parses a v0 ref advertisement up to its flush: what
+// follows the service line over HTTP, and all a server sends first over SSH.
+func readRefAdvertisement(pkt *pktReader) (*advertisement, error) {
 	adv := &advertisement{caps: map[string]string{}}
 	first := true
 	for {
-		kind, line, err := resp.pkt.line()
+		kind, line, err := pkt.line()
 		if err != nil {
 			return nil, fmt.Errorf("read advertisement: %w", err)
 		}
@@ -407,12 +413,18 @@ func (c *Client) v2Capabilities(ctx context.Context, ep endpoint, n *int64) (map
 			return nil, fmt.Errorf("read capabilities: %w", err)
 		}
 	}
+	return readV2Capabilities(resp.pkt, kind, line)
+}
+
+// readV2Capabilities parses a v2 capability advertisement whose first
+// packet (kind, line) has been read.
+func readV2Capabilities(pkt *pktReader, kind pktKind, line string) (map[string]string, error) {
 	if kind != pktData || line != "version 2" {
 		return nil, fmt.Errorf("server does not speak protocol v2: first line %q", line)
 	}
 	caps := map[string]string{}
 	for {
-		kind, line, err := resp.pkt.line()
+		kind, line, err := pkt.line()
 		if err != nil {
 			return nil, fmt.Errorf("read capabilities: %w", err)
 		}
@@ -456,6 +468,17 @@ func (c *Client) v2Post(ctx context.Context, ep endpoint, body []byte, n *int64)
 // lsRefs runs the v2 ls-refs command for HEAD, branches and tags (or the
 // given prefixes).
 func (c *Client) lsRefs(ctx context.Context, ep endpoint, caps map[string]string, prefixes []string, n *int64) ([]Ref, error) {
+	resp, err := c.v2Post(ctx, ep, c.lsRefsRequest(caps, prefixes), n)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.close()
+	return readLsRefs(resp.pkt)
+}
+
+// lsRefsRequest is the body of a v2 ls-refs command for HEAD, branches and
+// tags, or the given prefixes.
+func (c *Client) lsRefsRequest(caps map[string]string, prefixes []string) []byte {
 	b := c.v2Command(caps, "ls-refs")
 	b.line("peel\n")
 	b.line("symrefs\n")
@@ -466,14 +489,14 @@ func (c *Client) lsRefs(ctx context.Context, ep endpoint, caps map[string]string
 		b.line("ref-prefix %s\n", p)
 	}
 	b.flush()
-	resp, err := c.v2Post(ctx, ep, b.Bytes(), n)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.close()
+	return b.Bytes()
+}
+
+// readLsRefs parses an ls-refs response up to its flush.
+func readLsRefs(pkt *pktReader) ([]Ref, error) {
 	var refs []Ref
 	for {
-		kind, line, err := resp.pkt.line()
+		kind, line, err := pkt.line()
 		if err != nil {
 			return nil, fmt.Errorf("read ls-refs: %w", err)
 		}
@@ -734,9 +757,33 @@ func (op *fetchOp) runV0(ctx context.Context) error {
 	if len(wants) == 0 {
 		return nil
 	}
+	body, err := c.v0FetchRequest(adv, wants, op.opts.Haves)
+	if err != nil {
+		return err
+	}
+	op.res.Haves = len(op.opts.Haves)
+	resp, err := c.do(ctx, ep, http.MethodPost, "/git-upload-pack", body, map[string]string{
+		"Content-Type": "application/x-git-upload-pack-request",
+		"Accept":       "application/x-git-upload-pack-result",
+	}, "application/x-git-upload-pack-result", &op.res.Bytes)
+	if err != nil {
+		return err
+	}
+	defer resp.close()
+	common, err := readV0Acks(resp.pkt)
+	if err != nil {
+		return err
+	}
+	op.res.Common = common
+	return op.readPack(resp)
+}
+
+// v0FetchRequest is a v0 upload-pack request: wants with the capabilities
+// on the first, haves, and "done".
+func (c *Client) v0FetchRequest(adv *advertisement, wants, haves []string) ([]byte, error) {
 	for _, need := range []string{"side-band-64k", "ofs-delta"} {
 		if _, ok := adv.caps[need]; !ok {
-			return fmt.Errorf("server lacks capability %q", need)
+			return nil, fmt.Errorf("server lacks capability %q", need)
 		}
 	}
 	caps := "side-band-64k ofs-delta"
@@ -755,45 +802,42 @@ func (op *fetchOp) runV0(ctx context.Context) error {
 		}
 	}
 	b.flush()
-	for _, h := range op.opts.Haves {
+	for _, h := range haves {
 		b.line("have %s\n", h)
 	}
 	// A single round ending in "done": the server acknowledges common
 	// haves as it meets them and then sends the pack, so no second
 	// stateless request is needed.
 	b.line("done\n")
-	op.res.Haves = len(op.opts.Haves)
-	resp, err := c.do(ctx, ep, http.MethodPost, "/git-upload-pack", b.Bytes(), map[string]string{
-		"Content-Type": "application/x-git-upload-pack-request",
-		"Accept":       "application/x-git-upload-pack-result",
-	}, "application/x-git-upload-pack-result", &op.res.Bytes)
-	if err != nil {
-		return err
-	}
-	defer resp.close()
+	return b.Bytes(), nil
+}
+
+// readV0Acks reads a v0 negotiation's answer to a request ending in
+// "done" (ACKs of common haves, then a final ACK or NAK) and returns how
+// many haves were acknowledged.
+func readV0Acks(pkt *pktReader) (int, error) {
 	common := map[string]bool{}
 	for {
-		kind, line, err := resp.pkt.line()
+		kind, line, err := pkt.line()
 		if err != nil {
-			return fmt.Errorf("read negotiation: %w", err)
+			return 0, fmt.Errorf("read negotiation: %w", err)
 		}
 		if kind != pktData {
-			return fmt.Errorf("read negotiation: unexpected packet %d", kind)
+			return 0, fmt.Errorf("read negotiation: unexpected packet %d", kind)
 		}
 		if line == "NAK" {
 			break
 		}
 		f := strings.Fields(line)
 		if len(f) < 2 || f[0] != "ACK" || !validOID(f[1]) {
-			return fmt.Errorf("read negotiation: bad line %q", line)
+			return 0, fmt.Errorf("read negotiation: bad line %q", line)
 		}
 		common[f[1]] = true
 		if len(f) == 2 {
 			break // the final ACK after "done"
 		}
 	}
-	op.res.Common = len(common)
-	return op.readPack(resp)
+	return len(common), nil
 }
 
 func validOID(s string) bool {

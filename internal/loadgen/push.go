@@ -57,13 +57,33 @@ func (c *Client) Push(ctx context.Context, rawURL, branch string, opts PushOptio
 	if err != nil {
 		return res, err
 	}
+	body, err := c.pushRequest(adv, branch, opts, &res)
+	if err != nil {
+		return res, err
+	}
+	resp, err := c.do(ctx, ep, http.MethodPost, "/git-receive-pack", body, map[string]string{
+		"Content-Type": "application/x-git-receive-pack-request",
+		"Accept":       "application/x-git-receive-pack-result",
+	}, "application/x-git-receive-pack-result", &res.Bytes)
+	if err != nil {
+		return res, err
+	}
+	defer resp.close()
+	return res, readPushReport(resp.pkt, ref)
+}
+
+// pushRequest is the receive-pack request for one generated commit on
+// branch: the command line and the pack. It fills res's Old, New and
+// PackBytes.
+func (c *Client) pushRequest(adv *advertisement, branch string, opts PushOptions, res *PushResult) ([]byte, error) {
+	ref := "refs/heads/" + branch
 	for _, need := range []string{"report-status", "side-band-64k"} {
 		if _, ok := adv.caps[need]; !ok {
-			return res, fmt.Errorf("server lacks capability %q", need)
+			return nil, fmt.Errorf("server lacks capability %q", need)
 		}
 	}
 	if f, ok := adv.caps["object-format"]; ok && f != "sha1" {
-		return res, fmt.Errorf("unsupported object format %q", f)
+		return nil, fmt.Errorf("unsupported object format %q", f)
 	}
 	res.Old = zeroOID
 	for _, r := range adv.refs {
@@ -73,12 +93,12 @@ func (c *Client) Push(ctx context.Context, rawURL, branch string, opts PushOptio
 	}
 	objs, newOID, err := commitObjects(branch, res.Old, opts.FileSize)
 	if err != nil {
-		return res, err
+		return nil, err
 	}
 	res.New = newOID
 	pack, err := buildPack(objs)
 	if err != nil {
-		return res, err
+		return nil, err
 	}
 	res.PackBytes = int64(len(pack))
 
@@ -86,27 +106,24 @@ func (c *Client) Push(ctx context.Context, rawURL, branch string, opts PushOptio
 	b.line("%s %s %s\x00report-status side-band-64k agent=%s", res.Old, res.New, ref, c.agent)
 	b.flush()
 	b.Write(pack)
-	resp, err := c.do(ctx, ep, http.MethodPost, "/git-receive-pack", b.Bytes(), map[string]string{
-		"Content-Type": "application/x-git-receive-pack-request",
-		"Accept":       "application/x-git-receive-pack-result",
-	}, "application/x-git-receive-pack-result", &res.Bytes)
-	if err != nil {
-		return res, err
-	}
-	defer resp.close()
+	return b.Bytes(), nil
+}
+
+// readPushReport reads the side-banded status report for ref.
+func readPushReport(pkt *pktReader, ref string) error {
 	// With side-band-64k the status report is itself pkt-lines inside
 	// band 1; collect it and parse it once the bands end.
 	var report bytes.Buffer
-	if err := demux(resp.pkt, func(p []byte) error {
+	if err := demux(pkt, func(p []byte) error {
 		if report.Len()+len(p) > 1<<20 {
 			return errors.New("status report too large")
 		}
 		report.Write(p)
 		return nil
 	}); err != nil {
-		return res, err
+		return err
 	}
-	return res, parseReport(&report, ref)
+	return parseReport(&report, ref)
 }
 
 // parseReport checks a report-status: "unpack ok" then "ok REF" or
