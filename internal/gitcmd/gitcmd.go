@@ -83,7 +83,9 @@ var niced = map[string]bool{
 }
 
 // HookNames are the hooks New installs under HomeDir/hooks.
-var HookNames = []string{"pre-receive", "post-receive", "reference-transaction"}
+// There is no post-receive: the hooks server learns that a push ended
+// when the request does, which saves a process per push.
+var HookNames = []string{"pre-receive", "reference-transaction"}
 
 // killGrace is how long a cancelled process has between SIGTERM and
 // SIGKILL. Git cleans up lock files and temporary packs on SIGTERM; a second

@@ -28,9 +28,12 @@
 //     that cache anything computed from refs (the pack cache) key it on the
 //     generation and refuse to cache while a transaction is pending, so
 //     they can never serve a pack from before a push.
-//   - post-receive tells the OnPushed listeners, which enqueue follow-up
-//     work (housekeeping, rescope, webhooks); nothing slow runs inside the
-//     push itself.
+//   - when the request ends (done), the refs its committed transactions
+//     moved go to the OnPushed listeners, which enqueue follow-up work
+//     (housekeeping, rescope, webhooks); nothing slow runs inside the push.
+//     This is post-receive's job, done without post-receive: every hook is
+//     a process of the sluice binary, and one fewer per push is a large
+//     share of a push's CPU.
 //
 // Git may run several reference transactions in one push: one per ref
 // without --atomic, and in git 2.39 a nested one for packed-refs when a
@@ -90,6 +93,10 @@ type Config struct {
 	// defaults above).
 	MaxPushOptions     int
 	MaxPushOptionBytes int
+	// RepoPath maps a repository id to its directory (repo.Manager.Path).
+	// When set, the quarantine paths a pre-receive forwards must lie inside
+	// that repository's objects directory.
+	RepoPath func(repoID int64) string
 }
 
 // Request is the context of one git process that may change refs.
@@ -129,6 +136,7 @@ type Server struct {
 	ctx    context.Context // cancelled at Close; parent of every call
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	pushWG sync.WaitGroup // OnPushed listeners still running
 
 	mu            sync.Mutex
 	regs          map[string]*registration
@@ -148,6 +156,25 @@ type registration struct {
 	open map[string][]int64
 	// unended holds ids whose EndRefTxn failed; unregistering retries them.
 	unended []int64
+	// pushed collects the committed updates, one per ref, in first-seen
+	// order, for the OnPushed listeners.
+	pushed []RefUpdate
+}
+
+// addPushed merges updates into r.pushed: git may report one ref in more
+// than one transaction (a deleted packed ref appears in the loose and the
+// packed one), and the listeners want the ref's first old and last new value.
+func (r *registration) addPushed(updates []RefUpdate) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, u := range updates {
+		i := slices.IndexFunc(r.pushed, func(p RefUpdate) bool { return p.Ref == u.Ref })
+		if i < 0 {
+			r.pushed = append(r.pushed, u)
+			continue
+		}
+		r.pushed[i].New = u.New
+	}
 }
 
 type metrics struct {
@@ -263,6 +290,7 @@ func (s *Server) Close() error {
 	err := s.ln.Close()
 	s.cancel()
 	s.wg.Wait()
+	s.pushWG.Wait()
 	os.Remove(s.socketPath)
 	s.removeTemp()
 	return err
@@ -284,8 +312,11 @@ func (s *Server) OnRefsChanged(fn func(repoID int64, updates []RefUpdate)) {
 	s.mu.Unlock()
 }
 
-// OnPushed registers fn to run in post-receive, after git has reported the
-// push to the client. Same rule: quick, enqueue the slow work.
+// OnPushed registers fn to run when a request whose git process committed
+// ref transactions ends (its done is called), after git has reported the
+// push to the client, with one update per ref (first old value, last new
+// value). Listeners run in the background. Same rule: quick, enqueue the
+// slow work.
 func (s *Server) OnPushed(fn func(req Request, updates []RefUpdate)) {
 	s.mu.Lock()
 	s.onPushed = append(s.onPushed, fn)
@@ -308,6 +339,7 @@ func (s *Server) Register(req Request) (env []string, done func()) {
 			delete(s.regs, token)
 			s.mu.Unlock()
 			s.endLeftovers(r)
+			s.notifyPushed(r)
 		})
 	}
 	return []string{EnvSocket + "=" + s.socketPath, EnvToken + "=" + token}, done
@@ -414,7 +446,7 @@ func (s *Server) serveConn(conn net.Conn) {
 
 func hookLabel(name string) string {
 	switch name {
-	case "pre-receive", "reference-transaction", "post-receive":
+	case "pre-receive", "reference-transaction":
 		return name
 	}
 	return "unknown"
@@ -444,8 +476,6 @@ func (s *Server) dispatch(req *wireRequest) (wireResponse, string) {
 		return s.preReceive(ctx, log, r, req)
 	case "reference-transaction":
 		return s.referenceTransaction(ctx, log, r, req)
-	case "post-receive":
-		return s.postReceive(log, r, req)
 	}
 	log.Warn("unknown hook")
 	return wireResponse{Code: 1, Message: fmt.Sprintf("sluice: unknown hook %q", req.Hook)}, outcomeError
@@ -482,7 +512,11 @@ func (s *Server) preReceive(ctx context.Context, log *slog.Logger, r *registrati
 	if policy == nil {
 		return wireResponse{}, outcomeOK
 	}
-	qenv, err := quarantineEnv(req.Quarantine)
+	objects := ""
+	if s.cfg.RepoPath != nil {
+		objects = filepath.Join(s.cfg.RepoPath(r.req.RepoID), "objects")
+	}
+	qenv, err := quarantineEnv(req.Quarantine, objects)
 	if err != nil {
 		log.Error("bad quarantine environment", "err", err)
 		return wireResponse{Code: 1, Message: "sluice: malformed hook environment"}, outcomeError
@@ -503,7 +537,14 @@ func (s *Server) preReceive(ctx context.Context, log *slog.Logger, r *registrati
 // names, absolute paths (a colon-separated list for alternates), no NUL or
 // line breaks. They come from git, not from the user, but they are handed
 // on to git commands, so they are checked like anything else that is.
-func quarantineEnv(vars []string) ([]string, error) {
+//
+// git spells them "repo.git/./objects" (receive-pack runs in the
+// repository and joins "." with "objects"); gitcmd refuses any path that
+// is not clean, so they are cleaned here, once, for every policy. When
+// objects (the repository's objects directory) is known, every cleaned
+// path must be it or lie below it: the quarantine is a subdirectory of
+// it, and the alternate is the directory itself.
+func quarantineEnv(vars []string, objects string) ([]string, error) {
 	out := make([]string, 0, len(vars))
 	for _, kv := range vars {
 		k, v, _ := strings.Cut(kv, "=")
@@ -517,14 +558,37 @@ func quarantineEnv(vars []string) ([]string, error) {
 		if strings.ContainsAny(v, "\x00\r\n") {
 			return nil, fmt.Errorf("%s holds a control character", k)
 		}
-		for _, p := range strings.Split(v, ":") {
-			if p != "" && !filepath.IsAbs(p) {
+		parts := strings.Split(v, ":")
+		for i, p := range parts {
+			if p == "" {
+				continue
+			}
+			if !filepath.IsAbs(p) {
 				return nil, fmt.Errorf("%s is not absolute", k)
 			}
+			p = filepath.Clean(p)
+			if objects != "" && !within(objects, p) && !withinResolved(objects, p) {
+				return nil, fmt.Errorf("%s is outside the repository's objects directory", k)
+			}
+			parts[i] = p
 		}
-		out = append(out, kv)
+		out = append(out, k+"="+strings.Join(parts, ":"))
 	}
 	return out, nil
+}
+
+// withinResolved is within with dir's symlinks resolved: git reports the
+// directory it found, which is the real path when the repository root
+// sits behind a symlink.
+func withinResolved(dir, p string) bool {
+	real, err := filepath.EvalSymlinks(dir)
+	return err == nil && within(real, p)
+}
+
+// within reports whether p is dir or below it; both are clean and absolute.
+func within(dir, p string) bool {
+	rel, err := filepath.Rel(dir, p)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
 }
 
 func (s *Server) referenceTransaction(ctx context.Context, log *slog.Logger, r *registration, req *wireRequest) (wireResponse, string) {
@@ -582,6 +646,7 @@ func (s *Server) referenceTransaction(ctx context.Context, log *slog.Logger, r *
 				return wireResponse{Code: 1}, outcomeError
 			}
 			s.notifyRefsChanged(r.req.RepoID, updates)
+			r.addPushed(updates)
 			return wireResponse{}, outcomeOK
 		}
 		if err := s.st.EndRefTxn(ctx, id, committed); err != nil {
@@ -596,6 +661,7 @@ func (s *Server) referenceTransaction(ctx context.Context, log *slog.Logger, r *
 		}
 		if committed && len(updates) > 0 {
 			s.notifyRefsChanged(r.req.RepoID, updates)
+			r.addPushed(updates)
 		}
 		return wireResponse{}, outcomeOK
 	}
@@ -604,19 +670,29 @@ func (s *Server) referenceTransaction(ctx context.Context, log *slog.Logger, r *
 	return wireResponse{}, outcomeOK
 }
 
-func (s *Server) postReceive(log *slog.Logger, r *registration, req *wireRequest) (wireResponse, string) {
-	updates, err := ParseUpdates(req.Stdin)
-	if err != nil {
-		log.Error("parse post-receive input", "err", err)
-		return wireResponse{Code: 1, Message: "sluice: malformed hook input"}, outcomeError
+// notifyPushed hands r's committed updates to the OnPushed listeners, in
+// the background: done runs on the request's path.
+func (s *Server) notifyPushed(r *registration) {
+	r.mu.Lock()
+	updates := r.pushed
+	r.pushed = nil
+	r.mu.Unlock()
+	if len(updates) == 0 {
+		return
 	}
 	s.mu.Lock()
 	fns := slices.Clone(s.onPushed)
 	s.mu.Unlock()
-	for _, fn := range fns {
-		s.safely("OnPushed", func() { fn(r.req, updates) })
+	if len(fns) == 0 {
+		return
 	}
-	return wireResponse{}, outcomeOK
+	s.pushWG.Add(1)
+	go func() {
+		defer s.pushWG.Done()
+		for _, fn := range fns {
+			s.safely("OnPushed", func() { fn(r.req, updates) })
+		}
+	}()
 }
 
 func (s *Server) notifyRefsChanged(repoID int64, updates []RefUpdate) {

@@ -478,29 +478,56 @@ func TestEndFailureRetriedAtDone(t *testing.T) {
 	}
 }
 
-func TestPostReceive(t *testing.T) {
+func TestOnPushedAtDone(t *testing.T) {
 	s := newTestServer(t, Config{})
 	type pushed struct {
 		req     Request
 		updates []RefUpdate
 	}
-	var got []pushed
-	s.OnPushed(func(req Request, updates []RefUpdate) { got = append(got, pushed{req, updates}) })
+	got := make(chan pushed, 4)
+	s.OnPushed(func(req Request, updates []RefUpdate) { got <- pushed{req, updates} })
 	s.OnPushed(func(Request, []RefUpdate) { panic("listener bug") })
-	s.OnPushed(func(req Request, updates []RefUpdate) { got = append(got, pushed{req, updates}) })
+	s.OnPushed(func(req Request, updates []RefUpdate) { got <- pushed{req, updates} })
 	req := Request{RepoID: 3, Principal: &auth.Principal{Name: "bob"}, Transport: "http"}
 	env, done := s.Register(req)
-	defer done()
-	code, stderr := run(t, env, "post-receive", nil, line(zero, oidA, "refs/heads/main")+line(oidA, zero, "refs/tags/v1"))
-	if code != 0 || stderr != "" {
-		t.Fatalf("post-receive: exit %d, %q", code, stderr)
+	// A created branch, a deleted tag reported twice (loose and packed
+	// transactions), and an aborted update that must not be reported.
+	for _, tx := range []struct{ in, end string }{
+		{line(zero, oidA, "refs/heads/main"), "committed"},
+		{line(oidA, zero, "refs/tags/v1"), "committed"},
+		{line(oidA, zero, "refs/tags/v1"), "committed"},
+		{line(oidA, oidB, "refs/heads/other"), "aborted"},
+	} {
+		for _, phase := range []string{"prepared", tx.end} {
+			if code, stderr := run(t, env, "reference-transaction", []string{phase}, tx.in); code != 0 {
+				t.Fatalf("%s: exit %d, %q", phase, code, stderr)
+			}
+		}
 	}
-	if len(got) != 2 {
-		t.Fatalf("listeners ran %d times, want 2 (a panicking one must not stop the others)", len(got))
+	select {
+	case p := <-got:
+		t.Fatalf("OnPushed ran before the request ended: %+v", p)
+	case <-time.After(100 * time.Millisecond):
 	}
-	if got[0].req.RepoID != 3 || got[0].req.Principal.Name != "bob" || len(got[0].updates) != 2 ||
-		!got[0].updates[0].Created() || !got[0].updates[1].Deleted() {
-		t.Errorf("listener got %+v", got[0])
+	done()
+	for i := 0; i < 2; i++ {
+		select {
+		case p := <-got:
+			if p.req.RepoID != 3 || p.req.Principal.Name != "bob" || len(p.updates) != 2 ||
+				!p.updates[0].Created() || !p.updates[1].Deleted() {
+				t.Errorf("listener got %+v", p)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("listener %d never ran (a panicking one must not stop the others)", i)
+		}
+	}
+	// A request that committed nothing reports nothing.
+	_, done2 := s.Register(req)
+	done2()
+	select {
+	case p := <-got:
+		t.Fatalf("OnPushed for a request without commits: %+v", p)
+	case <-time.After(100 * time.Millisecond):
 	}
 }
 
@@ -615,7 +642,7 @@ func TestServerSocket(t *testing.T) {
 			t.Errorf("socket path %q (%d bytes)", path, len(path))
 		}
 		env, done := s.Register(Request{RepoID: 1})
-		code, stderr := run(t, env, "post-receive", nil, "")
+		code, stderr := run(t, env, "pre-receive", nil, "")
 		done()
 		if code != 0 {
 			t.Errorf("call through the fallback socket: exit %d, %q", code, stderr)
@@ -636,7 +663,7 @@ func TestServerSocket(t *testing.T) {
 		env, done := a.Register(Request{RepoID: 1})
 		defer done()
 		env[0] = EnvSocket + "=" + b.SocketPath()
-		if code, _ := run(t, env, "post-receive", nil, ""); code == 0 {
+		if code, _ := run(t, env, "pre-receive", nil, ""); code == 0 {
 			t.Error("server b accepted server a's token")
 		}
 	})
@@ -787,5 +814,50 @@ func TestPreservesRefs(t *testing.T) {
 	}
 	if got := state(t, s.st, 7); got != (store.RepoState{}) || heard != 0 {
 		t.Errorf("state %+v, listeners called %d times; want nothing recorded", got, heard)
+	}
+}
+
+func TestQuarantineEnvCleaned(t *testing.T) {
+	objects := "/repos/007/7.git/objects"
+	for _, tc := range []struct {
+		name    string
+		in      []string
+		objects string
+		want    []string
+		wantErr string
+	}{
+		{name: "git's dot paths are cleaned",
+			in: []string{"GIT_QUARANTINE_PATH=/repos/007/7.git/./objects/tmp_objdir-incoming-x",
+				"GIT_OBJECT_DIRECTORY=/repos/007/7.git/./objects/tmp_objdir-incoming-x",
+				"GIT_ALTERNATE_OBJECT_DIRECTORIES=/repos/007/7.git/./objects"},
+			objects: objects,
+			want: []string{"GIT_QUARANTINE_PATH=/repos/007/7.git/objects/tmp_objdir-incoming-x",
+				"GIT_OBJECT_DIRECTORY=/repos/007/7.git/objects/tmp_objdir-incoming-x",
+				"GIT_ALTERNATE_OBJECT_DIRECTORIES=/repos/007/7.git/objects"}},
+		{name: "another repository's objects", objects: objects,
+			in: []string{"GIT_OBJECT_DIRECTORY=/repos/008/8.git/objects"}, wantErr: "outside"},
+		{name: "climbing out with dot-dot", objects: objects,
+			in: []string{"GIT_ALTERNATE_OBJECT_DIRECTORIES=/repos/007/7.git/objects/../../008/8.git/objects"}, wantErr: "outside"},
+		{name: "a sibling with a common prefix", objects: objects,
+			in: []string{"GIT_OBJECT_DIRECTORY=/repos/007/7.git/objects2"}, wantErr: "outside"},
+		{name: "one bad alternate of two", objects: objects,
+			in: []string{"GIT_ALTERNATE_OBJECT_DIRECTORIES=/repos/007/7.git/objects:/etc"}, wantErr: "outside"},
+		{name: "relative", in: []string{"GIT_OBJECT_DIRECTORY=objects"}, wantErr: "not absolute"},
+		{name: "unknown variable", in: []string{"LD_PRELOAD=/x.so"}, wantErr: "unexpected"},
+		{name: "no repository known: cleaned only",
+			in: []string{"GIT_OBJECT_DIRECTORY=/a/./b//c"}, want: []string{"GIT_OBJECT_DIRECTORY=/a/b/c"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := quarantineEnv(tc.in, tc.objects)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Fatalf("quarantineEnv = %v, %v; want %v", got, err, tc.want)
+			}
+		})
 	}
 }

@@ -224,7 +224,7 @@ func (s *Service) emitPush(ctx context.Context, req hooks.Request, updates []hoo
 	s.deliver(ctx, req.RepoID, "repo:refs_changed", payload)
 }
 
-// OnPushed is the hooks.Server post-receive listener for push webhooks.
+// OnPushed is the hooks.Server listener (called when a push request ends) for push webhooks.
 func (s *Service) OnPushed(req hooks.Request, updates []hooks.RefUpdate) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -16,9 +16,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/alecthomas/chroma/v2/formatters/html"
-	"github.com/alecthomas/chroma/v2/styles"
-
 	"github.com/sluice-scm/sluice/internal/store"
 )
 
@@ -46,19 +43,11 @@ func loadAssets() (*assets, error) {
 	if err != nil {
 		return nil, err
 	}
-	var buf bytes.Buffer
-	buf.Write(css)
-	buf.WriteString("\n/* Syntax highlighting (chroma). */\n")
-	formatter := html.New(html.WithClasses(true))
-	if err := formatter.WriteCSS(&buf, styles.Get("github")); err != nil {
-		return nil, fmt.Errorf("chroma css: %w", err)
+	syntax, err := fs.ReadFile(staticFS, "static/chroma.css")
+	if err != nil {
+		return nil, err
 	}
-	buf.WriteString("\n@media (prefers-color-scheme: dark) {\n")
-	if err := formatter.WriteCSS(&buf, styles.Get("github-dark")); err != nil {
-		return nil, fmt.Errorf("chroma css: %w", err)
-	}
-	buf.WriteString("}\n")
-	a.add("style.css", buf.Bytes(), "text/css; charset=utf-8")
+	a.add("style.css", append(append(css, '\n'), syntax...), "text/css; charset=utf-8")
 	js, err := fs.ReadFile(staticFS, "static/app.js")
 	if err != nil {
 		return nil, err
@@ -114,6 +103,7 @@ func parsePages(a *assets) (*pages, error) {
 		"datetime":   func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
 		"day":        func(t time.Time) string { return t.Format("2 Jan 2006 15:04") },
 		"bytes":      humanBytes,
+		"dur":        humanDuration,
 		"firstLine":  firstLine,
 		"add":        func(a, b int) int { return a + b },
 		"add64":      func(a, b int64) int64 { return a + b },
@@ -305,6 +295,22 @@ func plural(n int, what string) string {
 		return "1 " + what
 	}
 	return strconv.Itoa(n) + " " + what + "s"
+}
+
+// humanDuration shows a duration with the precision a reader can use:
+// milliseconds below a second, tenths of seconds below a minute, whole
+// seconds beyond.
+func humanDuration(d time.Duration) string {
+	switch {
+	case d < 10*time.Millisecond:
+		return strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', 1, 64) + " ms"
+	case d < time.Second:
+		return strconv.FormatInt(d.Milliseconds(), 10) + " ms"
+	case d < time.Minute:
+		return strconv.FormatFloat(d.Seconds(), 'f', 1, 64) + " s"
+	default:
+		return d.Round(time.Second).String()
+	}
 }
 
 func humanBytes(n int64) string {
