@@ -10,15 +10,29 @@ import (
 // so it must run before the job queue is first used, and it installs the
 // branch permission policy in the hooks server.
 func (a *App) newPulls() error {
+	cfg := a.Config
 	p, err := pull.New(pull.Deps{
-		Store:      a.Store,
-		Pulls:      a.DB,
-		Repos:      a.Repos,
-		Git:        a.Git,
-		Hooks:      a.Hooks,
-		Jobs:       a.Jobs,
-		Logger:     a.Logger,
-		Registerer: a.Registry,
+		Store:         a.Store,
+		Pulls:         a.DB,
+		Notifications: a.DB,
+		Auth:          a.Auth,
+		Repos:         a.Repos,
+		Git:           a.Git,
+		Hooks:         a.Hooks,
+		Jobs:          a.Jobs,
+		Logger:        a.Logger,
+		Registerer:    a.Registry,
+		Config: pull.Config{
+			WebhookAllow: cfg.WebhookAllow(),
+			SMTP: pull.SMTPConfig{
+				Host:     cfg.SMTP.Host,
+				Port:     cfg.SMTP.Port,
+				From:     cfg.SMTP.From,
+				Username: cfg.SMTP.Username,
+				Password: cfg.SMTP.Password,
+				BaseURL:  cfg.Server.BaseURL,
+			},
+		},
 	})
 	if err != nil {
 		return fmt.Errorf("pull requests: %w", err)

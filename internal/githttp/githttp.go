@@ -274,7 +274,9 @@ func (h *handler) rpc(w http.ResponseWriter, r *http.Request, rt route) {
 		body = &framingReader{r: br, firstSection: true}
 	}
 	err = h.svc.Serve(r.Context(), op, body, out)
-	if err == nil {
+	if err == nil || hosting.Reported(err) {
+		// A reported error ended the response inside the protocol
+		// (a queue wait that ran out after progress was sent).
 		return
 	}
 	if out.started.Load() {

@@ -8,9 +8,11 @@
 //     upload-pack and upload-archive, write for receive-pack). A repository
 //     the caller may not read and a missing one give the same error;
 //  2. rate-limit the principal (Admission.RateLimit);
-//  3. for stateless upload-pack requests and advertisements, and for each
-//     command of a protocol v2 upload-pack session over SSH, let the pack
-//     cache answer (Cache) — a hit starts no git process;
+//  3. for stateless upload-pack requests and advertisements, for each
+//     command of a protocol v2 upload-pack session over SSH, and for the
+//     advertisement and single-round request of a protocol v0 session over
+//     SSH (see session_v0.go), let the pack cache answer (Cache) — a hit
+//     starts no git process;
 //  4. take a hosting ticket (Admission.Admit), queueing when the node is
 //     saturated;
 //  5. run git through gitcmd, with GIT_PROTOCOL and, for receive-pack, the
@@ -123,7 +125,11 @@ type Generate func(ctx context.Context, w io.Writer) error
 // Cache answers stateless upload-pack requests and advertisements from
 // earlier answers. The packcache package implements it; nil disables it.
 // Protocol v2 SSH sessions reach it too, one command (and the capability
-// advertisement) at a time, as stateless requests (see serveV2Session).
+// advertisement) at a time, as stateless requests (see serveV2Session), and
+// so do protocol v0 SSH sessions (see serveV0Session): their advertisement
+// with Op.Stateless false — git's session advertisement lacks the "no-done"
+// of HTTP's, so it must be keyed apart — and their first request, when it
+// ends with "done", as a stateless request.
 //
 // Serve either answers the request (handled true), writing to w what git
 // would write — from storage on a hit, or by calling generate on a miss
@@ -299,25 +305,25 @@ func (s *Service) Serve(ctx context.Context, op Op, stdin io.Reader, stdout io.W
 	in := &countingReader{r: stdin}
 	t.in = in
 
-	if s.d.Cache != nil && op.Service == UploadPack && op.Stateless {
-		// The cache keys on the whole request, which a stateless request
-		// bounds (the transport caps the body).
+	version := gitcmd.ProtocolVersion(op.Protocol)
+	if op.Service == UploadPack && op.Stateless && (s.d.Cache != nil || s.d.Admission != nil && version == 2) {
+		// The cache keys on the whole request, and the queue progress
+		// depends on it; a stateless request is bounded (the transport
+		// caps the body).
 		body, err := io.ReadAll(in)
 		if err != nil {
 			return t.finish(readError(err))
 		}
-		generate := func(ctx context.Context, w io.Writer) error {
-			return s.run(ctx, op, r, t, flags, bytes.NewReader(body), w, nil)
-		}
-		req := &CacheRequest{Repo: r, Op: op, Protocol: op.Protocol, Body: body}
-		if handled, err := s.d.Cache.Serve(ctx, req, out, generate); handled {
-			t.cache = "served"
+		return t.finish(s.serveStateless(ctx, op, r, t, body, out))
+	}
+	if s.d.Cache != nil && op.Service == UploadPack && version == 2 {
+		return t.finish(s.classify(ctx, s.serveV2Session(ctx, op, r, t, in, out), out))
+	}
+	if s.d.Cache != nil && op.Service == UploadPack {
+		handled, err := s.serveV0Session(ctx, op, r, t, in, out)
+		if handled {
 			return t.finish(s.classify(ctx, err, out))
 		}
-		return t.finish(s.classify(ctx, generate(ctx, out), out))
-	}
-	if s.d.Cache != nil && op.Service == UploadPack && gitcmd.ProtocolVersion(op.Protocol) == 2 {
-		return t.finish(s.classify(ctx, s.serveV2Session(ctx, op, r, t, in, out), out))
 	}
 
 	var env []string
@@ -327,6 +333,39 @@ func (s *Service) Serve(ctx context.Context, op Op, stdin io.Reader, stdout io.W
 		env = hookEnv
 	}
 	return t.finish(s.classify(ctx, s.run(ctx, op, r, t, flags, in, out, env), out))
+}
+
+// serveStateless answers one buffered stateless upload-pack request, from
+// the cache when there is one. A protocol v2 fetch that git answers with the
+// packfile section alone tells its client about a queue wait (see
+// packfileWriter).
+func (s *Service) serveStateless(ctx context.Context, op Op, r *store.Repository, t *tracker, body []byte, out *countingWriter) error {
+	var dst io.Writer = out
+	var pw *packfileWriter
+	if s.d.Admission != nil && gitcmd.ProtocolVersion(op.Protocol) == 2 && earlyPackfile(body) {
+		pw = &packfileWriter{w: out}
+		dst = pw
+		ctx = withProgress(ctx, pw.progress)
+	}
+	generate := func(ctx context.Context, w io.Writer) error {
+		return s.run(ctx, op, r, t, []string{"--stateless-rpc"}, bytes.NewReader(body), w, nil)
+	}
+	var err error
+	handled := false
+	if s.d.Cache != nil {
+		req := &CacheRequest{Repo: r, Op: op, Protocol: op.Protocol, Body: body}
+		handled, err = s.d.Cache.Serve(ctx, req, dst, generate)
+		if handled {
+			t.cache = "served"
+		}
+	}
+	if !handled {
+		err = generate(ctx, dst)
+	}
+	if pw != nil {
+		err = pw.finish(err)
+	}
+	return s.classify(ctx, err, out)
 }
 
 // MaxSessionRequest bounds one command of a protocol v2 session (SSH) that
@@ -339,8 +378,8 @@ const MaxSessionRequest = 10 << 20
 // stateless HTTP request. Protocol v2 is stateless by design: git's own
 // HTTP transport runs exactly these --stateless-rpc invocations, which
 // answer each command as the long-lived session would, and the capability
-// advertisement is the same bytes. Protocol v0 sessions are not split: their
-// negotiation is stateful, so they run one git process as before.
+// advertisement is the same bytes. Protocol v0 sessions are stateful;
+// serveV0Session handles them.
 func (s *Service) serveV2Session(ctx context.Context, op Op, r *store.Repository, t *tracker, in io.Reader, out io.Writer) error {
 	adOp := op
 	adOp.Advertisement = true
@@ -451,11 +490,15 @@ func (s *Service) prepare(ctx context.Context, op *Op, t *tracker) (*store.Repos
 func (s *Service) run(ctx context.Context, op Op, r *store.Repository, t *tracker, flags []string, stdin io.Reader, stdout io.Writer, env []string) error {
 	if s.d.Admission != nil {
 		start := time.Now()
-		release, err := s.d.Admission.Admit(ctx, op.Principal, op, func(msg string) {
-			if op.Stderr != nil {
-				fmt.Fprintf(op.Stderr, "%s\n", msg)
+		progress := progressFrom(ctx)
+		if progress == nil {
+			progress = func(msg string) {
+				if op.Stderr != nil {
+					fmt.Fprintf(op.Stderr, "%s\n", msg)
+				}
 			}
-		})
+		}
+		release, err := s.d.Admission.Admit(ctx, op.Principal, op, progress)
 		t.queued = time.Since(start)
 		if err != nil {
 			return err

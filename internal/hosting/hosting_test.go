@@ -73,6 +73,7 @@ type env struct {
 	rec   *recorder
 	reg   *prometheus.Registry
 	repo  *store.Repository
+	repos *repo.Manager
 	alice *auth.Principal // REPO_WRITE
 	bob   *auth.Principal // REPO_READ
 	carol *auth.Principal // nothing
@@ -97,7 +98,7 @@ func newEnv(t *testing.T) *env {
 	repos := repo.NewManager(filepath.Join(dir, "repos"), git, logger)
 	a := auth.New(st, logger, reg)
 	rec := &recorder{}
-	e := &env{st: st, auth: a, git: git, rec: rec, reg: reg}
+	e := &env{st: st, auth: a, git: git, rec: rec, reg: reg, repos: repos}
 	e.svc = hosting.New(hosting.Deps{Store: st, Auth: a, Repos: repos, Git: git, Logger: logger, Registerer: reg, Admission: rec, Cache: rec})
 
 	proj := &store.Project{Key: "PROJ", Name: "Proj"}
@@ -311,4 +312,46 @@ func opsCount(t *testing.T, reg *prometheus.Registry, command, outcome string) f
 	}
 	t.Fatalf("no series for command=%s outcome=%s", command, outcome)
 	return 0
+}
+
+// TestSSHv0Session: a protocol v0 SSH session goes through the cache for
+// its advertisement and a request ending in done, and runs one git as
+// before when the cache declines.
+func TestSSHv0Session(t *testing.T) {
+	pkt := func(s string) string { return fmt.Sprintf("%04x%s", len(s)+4, s) }
+	cases := []struct {
+		mode    string
+		calls   string
+		gitRuns float64
+	}{
+		// Advertisement and pack: two stateless generations.
+		{"miss", "ratelimit,cache,admit,release,cache,admit,release", 2},
+		{"decline", "ratelimit,cache,admit,release", 1},
+	}
+	for _, c := range cases {
+		t.Run(c.mode, func(t *testing.T) {
+			e := newEnv(t)
+			e.rec.cacheMode = c.mode
+			head, err := e.git.Output(context.Background(), gitcmd.Cmd{Dir: e.repos.Path(e.repo.ID), Name: "rev-parse", Args: []string{"main"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			req := pkt("want "+strings.TrimSpace(string(head))+" side-band-64k ofs-delta\n") + "0000" + pkt("done\n")
+			op := hosting.Op{Principal: e.bob, ProjectKey: "PROJ", Slug: "app", Service: hosting.UploadPack, Transport: "ssh"}
+			var out bytes.Buffer
+			if err := e.svc.Serve(context.Background(), op, strings.NewReader(req), &out); err != nil {
+				t.Fatal(err)
+			}
+			if got := e.rec.Calls(); got != c.calls {
+				t.Fatalf("calls %s, want %s", got, c.calls)
+			}
+			if n := e.git.Started("upload-pack"); n != c.gitRuns {
+				t.Fatalf("%v upload-pack processes, want %v", n, c.gitRuns)
+			}
+			s := out.String()
+			if !strings.Contains(s, " HEAD\x00") || strings.Contains(s, "no-done") || !strings.Contains(s, "0008NAK\n") || !strings.Contains(s, "PACK") {
+				t.Fatalf("output %q", s)
+			}
+		})
+	}
 }

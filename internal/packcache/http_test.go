@@ -531,3 +531,23 @@ func TestHitHasContentLength(t *testing.T) {
 		}
 	})
 }
+
+// TestFlushPlacementNotShared: a stateless git answers v0 haves round by
+// round and stops at the first flush without "done", so a request with a
+// flush among its haves gets no pack where the same request without it
+// does. They must not share an entry, or the first could poison the second.
+func TestFlushPlacementNotShared(t *testing.T) {
+	w := newWorld(t, 8, nil)
+	head, old := w.rev("main"), w.rev("main~3")
+	flushed := pkts("want "+head+" "+v0caps, "0000", "have "+old, "0000", "done")
+	plain := pkts("want "+head+" "+v0caps, "0000", "have "+old, "done")
+	w.stable(func() {
+		w.do(http.MethodPost, "git-upload-pack", "", flushed)
+		w.do(http.MethodPost, "git-upload-pack", "", flushed) // now cached
+		got := w.do(http.MethodPost, "git-upload-pack", "", plain)
+		want := w.direct("", plain, false)
+		if !bytes.Contains(got, []byte("PACK")) || !bytes.Equal(withoutProgress(t, want), withoutProgress(t, got)) {
+			t.Fatalf("the request without a flush got another request's answer:\ngit:   %q\ncache: %q", want, got)
+		}
+	})
+}

@@ -20,6 +20,13 @@
 // events (Invalidate) only free the disk early; correctness never depends
 // on them.
 //
+// A protocol v0/v1 ref advertisement comes in two flavours: smart HTTP's
+// (git --stateless-rpc --advertise-refs, which offers "no-done") and an SSH
+// session's (a stateful git, which does not); a request whose Op is not
+// Stateless names the second, and the key tells them apart. Requests are
+// keyed on their content alone, so an SSH session's single-round request
+// and the same bytes over HTTP share an entry: git answers both alike.
+//
 // The one response that does not depend on refs is the protocol v2
 // capability advertisement, which git derives from its version and
 // configuration alone. It is keyed on the git identity and the repository
@@ -386,6 +393,11 @@ func (c *Cache) classify(ctx context.Context, req *hosting.CacheRequest) (*looku
 			return nil, "no request body"
 		}
 		what = "advertisement"
+		if !req.Op.Stateless && version < 2 {
+			// An SSH session's advertisement lacks the "no-done" that
+			// git adds for --stateless-rpc --advertise-refs.
+			what = "session advertisement"
+		}
 	} else {
 		// The body is the whole request, already bounded by the
 		// transport; the parser's limit only has to let all of it in.

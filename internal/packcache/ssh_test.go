@@ -21,9 +21,10 @@ import (
 
 // sshClient is the OpenSSH client with a key registered to the admin.
 type sshClient struct {
-	w    *world
-	key  string
-	home string
+	w      *world
+	key    string
+	home   string
+	signer ssh.Signer
 }
 
 func newSSHClient(t *testing.T, w *world) *sshClient {
@@ -45,6 +46,7 @@ func newSSHClient(t *testing.T, w *world) *sshClient {
 	if err != nil {
 		t.Fatal(err)
 	}
+	c.signer = signer
 	admin, err := w.n.Store().UserByName(context.Background(), "admin")
 	if err != nil {
 		t.Fatal(err)
@@ -79,12 +81,22 @@ func (c *sshClient) git(t *testing.T, dir string, args ...string) string {
 // session runs one raw upload-pack session over SSH with protocol v2 and
 // returns what the server sent.
 func (c *sshClient) session(t *testing.T, stdin []byte) []byte {
+	return c.sessionWith(t, "version=2", stdin)
+}
+
+// sessionWith runs one raw upload-pack session with the OpenSSH client,
+// GIT_PROTOCOL set to protocol unless empty.
+func (c *sshClient) sessionWith(t *testing.T, protocol string, stdin []byte) []byte {
 	t.Helper()
 	host, port, err := net.SplitHostPort(c.w.n.App.SSHAddr())
 	if err != nil {
 		t.Fatal(err)
 	}
-	args := append(c.args(), "-p", port, "-o", "SetEnv=GIT_PROTOCOL=version=2", "git@"+host, "git-upload-pack 'proj/app.git'")
+	args := append(c.args(), "-p", port)
+	if protocol != "" {
+		args = append(args, "-o", "SetEnv=GIT_PROTOCOL="+protocol)
+	}
+	args = append(args, "git@"+host, "git-upload-pack 'proj/app.git'")
 	cmd := exec.Command("ssh", args...)
 	cmd.Env = testbed.GitEnv(c.home)
 	cmd.Stdin = bytes.NewReader(stdin)
@@ -154,7 +166,7 @@ func TestSSHv2(t *testing.T) {
 	if got := clone(); got != w.rev("main") {
 		t.Fatalf("clone after push at %s, want %s", got, w.rev("main"))
 	}
-	// Protocol v0 sessions are stateful and run git as before.
+	// Protocol v0 sessions work alongside (see ssh_v0_test.go).
 	dir := filepath.Join(t.TempDir(), "v0")
 	c.git(t, "", "-c", "protocol.version=0", "clone", "-q", url, dir)
 	if got := strings.TrimSpace(testbed.Git(t, dir, "rev-parse", "HEAD")); got != w.rev("main") {

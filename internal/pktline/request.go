@@ -44,6 +44,12 @@ type UploadRequest struct {
 	Wants          []string
 	WantRefs       []string
 	Haves          []string
+	// HaveFlushes records, for v0/v1, where flushes fell among the haves:
+	// each entry is the number of haves sent before that flush. They are
+	// part of the request's meaning — stateless git answers each flushed
+	// round and stops at the first one without "done", so "have X, flush,
+	// done" and "have X, done" get different answers.
+	HaveFlushes []int
 	Shallows       []string
 	Deepen         int
 	DeepenSince    int64
@@ -195,6 +201,7 @@ func (p *parser) parseV0() error {
 		}
 		switch {
 		case pkt.Type == Flush:
+			req.HaveFlushes = append(req.HaveFlushes, len(req.Haves))
 			continue
 		case pkt.Type != Data:
 			return malformed("%s packet in v0 haves", pkt.Type)
@@ -457,7 +464,11 @@ func (req *UploadRequest) Key() string {
 //   - haves, sorted and de-duplicated only for a v2 fetch with done (the
 //     response then has no acknowledgments section, so the set decides the
 //     pack), and otherwise in the order sent, because v0 ACK lines and the
-//     v2 acknowledgments follow the client's order;
+//     v2 acknowledgments follow the client's order; for v0/v1 the flushes
+//     among them too, where they fell (HaveFlushes), because a stateless
+//     git answers round by round and stops at the first flush without
+//     "done" — without them two requests with different answers would
+//     share an entry, and one could poison the other;
 //   - deepen, deepen-since, deepen-relative, filter, done and the v2
 //     boolean arguments, each only when set;
 //   - packfile-uris, which changes the response layout.
@@ -481,8 +492,16 @@ func (req *UploadRequest) Canonical() string {
 	if req.Version == 2 && req.Done {
 		writeSet(&b, "have", req.Haves)
 	} else {
-		for _, h := range req.Haves {
+		flushes := req.HaveFlushes
+		for i, h := range req.Haves {
+			for len(flushes) > 0 && flushes[0] == i {
+				b.WriteString("flush\n")
+				flushes = flushes[1:]
+			}
 			fmt.Fprintf(&b, "have %s\n", h)
+		}
+		for range flushes {
+			b.WriteString("flush\n")
 		}
 	}
 	if req.Deepen > 0 {

@@ -192,12 +192,19 @@ func TestKey(t *testing.T) {
 	// v0 keeps the order of haves (ACK lines follow it); agent still drops.
 	v0a := parse(0, "want "+oidA+" multi_ack_detailed agent=git/2.39.5", "0000", "have "+oidB, "have "+oidC, "done")
 	v0b := parse(0, "want "+oidA+" agent=git/2.30.0 multi_ack_detailed", "0000", "have "+oidC, "have "+oidB, "done")
-	v0c := parse(0, "want "+oidA+" multi_ack_detailed agent=git/2.46.0", "0000", "have "+oidB, "0000", "have "+oidC, "done")
+	v0c := parse(0, "want "+oidA+" multi_ack_detailed agent=git/2.46.0", "0000", "have "+oidB, "have "+oidC, "done")
+	v0d := parse(0, "want "+oidA+" multi_ack_detailed agent=git/2.39.5", "0000", "have "+oidB, "0000", "have "+oidC, "done")
 	if v0a.Key() == v0b.Key() {
 		t.Error("v0 requests with haves in another order share a key")
 	}
 	if v0a.Key() != v0c.Key() {
-		t.Errorf("v0 requests differing in agent and flush placement differ:\n%s---\n%s", v0a.Canonical(), v0c.Canonical())
+		t.Errorf("v0 requests differing only in agent differ:\n%s---\n%s", v0a.Canonical(), v0c.Canonical())
+	}
+	// A stateless git stops at the first flush without "done": a flush
+	// among the haves changes the answer, so it must change the key, or
+	// one request could poison the other's cache entry.
+	if v0a.Key() == v0d.Key() {
+		t.Errorf("v0 requests with a flush in different places share a key:\n%s", v0d.Canonical())
 	}
 	ls1 := parse(2, "command=ls-refs", "agent=a", "0001", "symrefs", "ref-prefix refs/tags/", "ref-prefix HEAD", "0000")
 	ls2 := parse(2, "command=ls-refs", "agent=b", "0001", "ref-prefix HEAD", "ref-prefix refs/tags/", "symrefs", "0000")

@@ -5,8 +5,10 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/sluice-scm/sluice/internal/auth"
+	"github.com/sluice-scm/sluice/internal/jobs"
 	"github.com/sluice-scm/sluice/internal/packcache"
 	"github.com/sluice-scm/sluice/internal/problem"
 	"github.com/sluice-scm/sluice/internal/store"
@@ -20,18 +22,33 @@ import (
 var globalPerms = []store.Permission{store.PermProjectCreate, store.PermAdmin, store.PermSysAdmin}
 
 type systemData struct {
-	Nodes      []store.Node
+	Nodes      []nodeRow
 	NodesErr   string
 	Cluster    bool
 	Cache      *packcache.Stats
 	HitRate    string
 	Evictions  []kv
 	Throttle   *throttle.State
-	Jobs       []JobKindStats
+	Jobs       []jobs.KindStats
 	JobsOn     bool
 	JobsErr    string
+	Window     time.Duration
 	Repos      []store.Repository
 	RepoFilter string
+}
+
+// nodeRow is a cluster node as the admin page lists it. Load is known for
+// the node serving the page only (the registry stores no load): git
+// operations holding a ticket out of the limit, and the CPU the adaptive
+// controller last sampled.
+type nodeRow struct {
+	store.Node
+	Self    bool
+	HasLoad bool
+	InUse   int
+	Limit   int
+	Queued  int
+	CPU     string // "" when the strategy samples none
 }
 
 type kv struct {
@@ -50,7 +67,19 @@ func (c *call) adminSystem() error {
 		if err != nil {
 			d.NodesErr = problem.Message(err)
 		}
-		d.Nodes = nodes
+		self := c.s.Cluster.Self()
+		for _, n := range nodes {
+			row := nodeRow{Node: n, Self: n.ID == self && self != ""}
+			if row.Self && c.s.Throttle != nil {
+				st := c.s.Throttle.State()
+				row.HasLoad, row.InUse, row.Limit, row.Queued = true, st.InUse, st.Limit, st.Queued
+				if st.Controller != nil && st.Controller.Error == "" {
+					// CPU is the utilisation of the node's cores, 0 to 1.
+					row.CPU = strconv.FormatFloat(100*st.Controller.CPU, 'f', 0, 64) + " % of " + strconv.FormatFloat(st.Controller.Cores, 'f', 1, 64) + " cores"
+				}
+			}
+			d.Nodes = append(d.Nodes, row)
+		}
 	}
 	if c.s.Cache != nil {
 		st := c.s.Cache.Stats()
@@ -74,12 +103,13 @@ func (c *call) adminSystem() error {
 		d.Throttle = &st
 	}
 	if c.s.Jobs != nil {
-		d.JobsOn = true
-		jobs, err := c.s.Jobs.Stats(c.ctx)
+		d.JobsOn, d.Window = true, jobs.StatsWindow
+		list, err := c.s.Jobs.Stats(c.ctx)
 		if err != nil {
-			d.JobsErr = problem.Message(err)
+			c.s.logger.Warn("job statistics", "err", err)
+			d.JobsErr = "The job statistics could not be read; see the server log."
 		}
-		d.Jobs = jobs
+		d.Jobs = list
 	}
 	return c.ok("admin", "Administration", d)
 }

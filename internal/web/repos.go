@@ -2,6 +2,7 @@ package web
 
 import (
 	"cmp"
+	"context"
 	"html/template"
 	"mime"
 	"net/http"
@@ -61,9 +62,53 @@ type dashboardData struct {
 	Pulls  *dashboardPulls
 }
 
+// recentRepos is the store query behind the dashboard (*store.DB has it;
+// see store/dashboard.go for why visibility is decided in SQL).
+type recentRepos interface {
+	RecentlyPushedRepos(ctx context.Context, userID int64, limit int) ([]store.Repository, error)
+}
+
 func (c *call) dashboard() error {
-	// The store has no "recently pushed" index; scanning a bounded number
-	// of visible repositories keeps this page's cost fixed.
+	repos, err := c.recentlyPushed()
+	if err != nil {
+		return err
+	}
+	data := dashboardData{Recent: repos}
+	if data.Pulls, err = c.dashboardPulls(repos); err != nil {
+		return err
+	}
+	return c.ok("dashboard", "Dashboard", data)
+}
+
+// recentlyPushed lists the recentShown most recently pushed repositories
+// the caller can read. The store narrows in SQL; each row is still checked
+// with auth, the authority, so the page can only ever show less.
+func (c *call) recentlyPushed() ([]store.Repository, error) {
+	rs, ok := c.s.Store.(recentRepos)
+	if !ok {
+		// A store without the query (a test fake): a bounded scan.
+		return c.recentlyPushedScan()
+	}
+	candidates, err := rs.RecentlyPushedRepos(c.ctx, c.p.UserID, recentShown)
+	if err != nil {
+		return nil, err
+	}
+	out := candidates[:0]
+	for i := range candidates {
+		ok, err := c.canSee(auth.Resource{Repo: &candidates[i]})
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			out = append(out, candidates[i])
+		}
+	}
+	return out, nil
+}
+
+// recentlyPushedScan looks at a bounded number of visible repositories
+// and sorts them by push time: correct for small stores only.
+func (c *call) recentlyPushedScan() ([]store.Repository, error) {
 	admin := c.s.Auth.IsAdmin(c.ctx, c.p)
 	repos, _, err := visiblePage(0, recentScan,
 		func(p store.Page) ([]store.Repository, error) { return c.s.Store.ListAllRepos(c.ctx, "", p) },
@@ -74,16 +119,12 @@ func (c *call) dashboard() error {
 			return c.canSee(auth.Resource{Repo: r})
 		})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	slices.SortStableFunc(repos, func(a, b store.Repository) int {
 		return cmp.Or(b.PushedAt.Compare(a.PushedAt), b.CreatedAt.Compare(a.CreatedAt))
 	})
-	data := dashboardData{Recent: repos[:min(len(repos), recentShown)]}
-	if data.Pulls, err = c.dashboardPulls(repos); err != nil {
-		return err
-	}
-	return c.ok("dashboard", "Dashboard", data)
+	return repos[:min(len(repos), recentShown)], nil
 }
 
 type projectsData struct {
@@ -429,7 +470,7 @@ func (c *call) blob(v repoView, p string, data []byte, size int64, cut bool) err
 	case isMarkdown(p) && c.query("view") != "source":
 		d.Markdown, d.Rendered = renderMarkdown(data), true
 	default:
-		d.Lines = highlight(p, data)
+		d.Lines = c.s.highlights.lines(p, data)
 	}
 	return c.ok("blob", v.Repo.Name+": "+p, d)
 }

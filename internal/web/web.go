@@ -52,6 +52,7 @@ import (
 	"time"
 
 	"github.com/sluice-scm/sluice/internal/auth"
+	"github.com/sluice-scm/sluice/internal/jobs"
 	"github.com/sluice-scm/sluice/internal/packcache"
 	"github.com/sluice-scm/sluice/internal/problem"
 	"github.com/sluice-scm/sluice/internal/pull"
@@ -60,10 +61,14 @@ import (
 	"github.com/sluice-scm/sluice/internal/throttle"
 )
 
-// Cluster is what the admin page shows of the cluster registry
-// (cluster.Registry satisfies it).
+// Cluster is what the admin page shows of the cluster registry.
 type Cluster interface {
+	// Nodes lists the registered nodes, live and gone.
 	Nodes(ctx context.Context) ([]store.Node, error)
+	// Self is this node's id ("" before it registered): the registry has
+	// no load column, so the page shows load for this node only, from
+	// the Throttle's state.
+	Self() string
 }
 
 // Cache is what the admin page shows and does with the SCM cache
@@ -81,19 +86,10 @@ type Throttle interface {
 	RateLimit(ctx context.Context, p *auth.Principal, remote string) error
 }
 
-// JobKindStats is one job kind's queue as the admin page shows it.
-type JobKindStats struct {
-	Kind      string
-	Available int // waiting to run
-	Running   int
-	Retrying  int
-	// AvgWait and AvgRun are over recently finished jobs.
-	AvgWait, AvgRun time.Duration
-}
-
-// Jobs is what the admin page shows of the background job queue.
+// Jobs is what the admin page shows of the background job queue
+// (*jobs.Queue satisfies it).
 type Jobs interface {
-	Stats(ctx context.Context) ([]JobKindStats, error)
+	Stats(ctx context.Context) ([]jobs.KindStats, error)
 }
 
 // Deps is what the web UI needs from the rest of the node.
@@ -130,6 +126,8 @@ type server struct {
 	mux    *http.ServeMux
 	pages  *pages
 	assets *assets
+	// highlights caches syntax highlighting (hlcache.go).
+	highlights *highlighter
 }
 
 // New returns the web UI handler, to be mounted at "/".
@@ -148,7 +146,8 @@ func New(d Deps) (http.Handler, error) {
 	}
 	d.BaseURL = strings.TrimRight(d.BaseURL, "/")
 	d.SSHBaseURL = strings.TrimRight(d.SSHBaseURL, "/")
-	s := &server{Deps: d, logger: d.Logger.With("component", "web"), mux: http.NewServeMux()}
+	s := &server{Deps: d, logger: d.Logger.With("component", "web"), mux: http.NewServeMux(),
+		highlights: newHighlighter(highlightCacheBytes)}
 	var err error
 	if s.assets, err = loadAssets(); err != nil {
 		return nil, err
