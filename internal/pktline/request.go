@@ -41,15 +41,15 @@ type UploadRequest struct {
 	ObjectFormat  string
 	ServerOptions []string
 
-	Wants          []string
-	WantRefs       []string
-	Haves          []string
+	Wants    []string
+	WantRefs []string
+	Haves    []string
 	// HaveFlushes records, for v0/v1, where flushes fell among the haves:
 	// each entry is the number of haves sent before that flush. They are
 	// part of the request's meaning — stateless git answers each flushed
 	// round and stops at the first one without "done", so "have X, flush,
 	// done" and "have X, done" get different answers.
-	HaveFlushes []int
+	HaveFlushes    []int
 	Shallows       []string
 	Deepen         int
 	DeepenSince    int64
