@@ -23,9 +23,10 @@
 // directory already exists is left alone; so an interrupted run is
 // finished by running it again.
 //
-// Load users (load-0001 …) get access tokens written to a file, so the lab
-// can spread its clients over many users and the per-user rate limit
-// measures what it would in production rather than throttling one user.
+// Load users (load-0001 …) get access tokens written to a file, and on
+// request SSH keys (keys.go), so the lab can spread its clients over many
+// users and the per-user rate limit measures what it would in production
+// rather than throttling one user.
 package datagen
 
 import (
@@ -93,6 +94,9 @@ type Options struct {
 	// 0600); tokens already in it are kept, so a re-run does not
 	// invalidate them.
 	TokensFile string
+	// KeysFile, when set, gives every load user an SSH key, kept in this
+	// file (mode 0600) and registered (see keys.go).
+	KeysFile string
 	// SeedCache keeps generated seed histories across data sets (e3 runs
 	// provision many instances); "" generates them in place.
 	SeedCache string
@@ -187,6 +191,7 @@ func Generate(ctx context.Context, d Deps, o Options) (Report, error) {
 		{"repositories", g.repositories},
 		{"pull requests", g.pullRequests},
 		{"load users", g.loadUsers},
+		{"load users' ssh keys", g.loadUserKeys},
 	}
 	for _, s := range steps {
 		if err := s.fn(ctx); err != nil {

@@ -2,7 +2,9 @@ package datagen
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -54,7 +56,7 @@ func TestGenerate(t *testing.T) {
 	m := repo.NewManager(filepath.Join(dir, "repos"), git, logger)
 	deps := Deps{DB: db, Repos: m, Auth: auth.New(db, logger, nil)}
 	o := Options{Profile: "small", Scale: 0.001, Seed: 7, Seeds: 2, Commits: 220, LoadUsers: 3,
-		TokensFile: filepath.Join(dir, "tokens"), SeedCache: filepath.Join(dir, "cache")}
+		TokensFile: filepath.Join(dir, "tokens"), KeysFile: filepath.Join(dir, "keys"), SeedCache: filepath.Join(dir, "cache")}
 	rep, err := Generate(ctx, deps, o)
 	if err != nil {
 		t.Fatal(err)
@@ -98,5 +100,49 @@ func TestGenerate(t *testing.T) {
 	p, err := deps.Auth.Token(ctx, toks[0][1])
 	if err != nil || p.Name != LoadUserName(1) {
 		t.Fatalf("load token authenticates %+v, %v", p, err)
+	}
+	// Every load user has one registered key (the second run added none).
+	keys, err := ReadKeys(o.KeysFile)
+	if err != nil || len(keys) != 3 {
+		t.Fatalf("keys: %v, %v", keys, err)
+	}
+	for i := 1; i <= 3; i++ {
+		name := LoadUserName(i)
+		p, err := deps.Auth.PublicKey(ctx, keys[name].PublicKey())
+		if err != nil || p.Name != name {
+			t.Fatalf("%s's key authenticates %+v, %v", name, p, err)
+		}
+		if list, err := db.ListSSHKeys(ctx, p.UserID); err != nil || len(list) != 1 {
+			t.Fatalf("%s has %d keys (%v), want 1", name, len(list), err)
+		}
+	}
+	if fi, err := os.Stat(o.KeysFile); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("keys file mode: %v, %v", fi, err)
+	}
+}
+
+func TestReadKeysRejectsGarbage(t *testing.T) {
+	dir := t.TempDir()
+	tests := []struct{ name, text, want string }{
+		{"missing is empty", "", ""},
+		{"no seed", "load-0001\n", ":1:"},
+		{"short seed", "load-0001 AAAA\n", ":1:"},
+		{"not base64", "load-0001 !!!\n", ":1:"},
+	}
+	for i, tt := range tests {
+		path := filepath.Join(dir, fmt.Sprint(i))
+		if tt.text != "" {
+			if err := os.WriteFile(path, []byte(tt.text), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		keys, err := ReadKeys(path)
+		if tt.want == "" {
+			if err != nil || len(keys) != 0 {
+				t.Errorf("%s: %v, %v", tt.name, keys, err)
+			}
+		} else if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: error %v, want %q", tt.name, err, tt.want)
+		}
 	}
 }

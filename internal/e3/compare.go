@@ -53,6 +53,8 @@ func compareRows(a, b *Results) []comparison {
 			add("errors", float64(sa.Errors), float64(sb.Errors))
 			add("node CPU (cores, sum)", sum(sa.NodeCPU), sum(sb.NodeCPU))
 			add("client CPU (cores)", sa.ClientCPU, sb.ClientCPU)
+			// A difference between runs may be the machine's other tenants.
+			add("other tenants' CPU (cores)", sa.OtherCPU, sb.OtherCPU)
 			ob := map[string]OpResult{}
 			for _, o := range sb.Ops {
 				ob[o.Op] = o

@@ -45,6 +45,18 @@ func TestParseExperiment(t *testing.T) {
 			"threads":[{"name":"a","instance":{"nodes":1}},{"name":"a","instance":{"nodes":1}}],"stages":[{"clients":1,"duration":"10s"}]}`, "duplicate name"},
 		{"git client push", `{"name":"x","workload":{"scripts":[{"script":"push","weight":1,"client":"git"}]},"dataset":{"profile":"small","scale":0.01},
 			"threads":[{"name":"a","instance":{"nodes":1}}],"stages":[{"clients":1,"duration":"10s"}]}`, "real git client runs"},
+		{"ssh clone", `{"name":"x","workload":{"scripts":[{"script":"clone","weight":1,"transport":"ssh"}]},"dataset":{"profile":"small","scale":0.01},
+			"threads":[{"name":"a","instance":{"nodes":1}}],"stages":[{"clients":1,"duration":"10s"}]}`, ""},
+		{"ssh rest persona", `{"name":"x","workload":{"scripts":[{"script":"browse","weight":1,"transport":"ssh"}]},"dataset":{"profile":"small","scale":0.01},
+			"threads":[{"name":"a","instance":{"nodes":1}}],"stages":[{"clients":1,"duration":"10s"}]}`, "transport ssh is for git scripts"},
+		{"ssh real git", `{"name":"x","workload":{"scripts":[{"script":"clone","weight":1,"transport":"ssh","client":"git"}]},"dataset":{"profile":"small","scale":0.01},
+			"threads":[{"name":"a","instance":{"nodes":1}}],"stages":[{"clients":1,"duration":"10s"}]}`, "runs the load client only"},
+		{"bad transport", `{"name":"x","workload":{"scripts":[{"script":"clone","weight":1,"transport":"git"}]},"dataset":{"profile":"small","scale":0.01},
+			"threads":[{"name":"a","instance":{"nodes":1}}],"stages":[{"clients":1,"duration":"10s"}]}`, `transport "git"`},
+		{"ssh remote without key", `{"name":"x","workload":{"scripts":[{"script":"clone","weight":1,"transport":"ssh"}]},
+			"threads":[{"name":"a","instance":{"url":"http://h:7990","ssh":"ssh://h:7999","username":"u","password":"p"}}],"stages":[{"clients":4,"duration":"10s"}]}`, "give ssh (ssh://host:port) and ssh_key"},
+		{"ssh remote", `{"name":"x","workload":{"scripts":[{"script":"clone","weight":1,"transport":"ssh"}]},
+			"threads":[{"name":"a","instance":{"url":"http://h:7990","ssh":"ssh://h:7999","ssh_key":"/k","username":"u","password":"p"}}],"stages":[{"clients":4,"duration":"10s"}]}`, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -165,6 +177,7 @@ func sampleResults() *Results {
 		for i, c := range []int{4, 8, 16} {
 			tr.Stages = append(tr.Stages, StageResult{Index: i, Clients: c, GitPerHour: scale * float64(c) * 1000, AllPerHour: scale * float64(c) * 1100,
 				NodeCPU: []float64{0.5 * float64(i+1)}, NodeCPUPct: []float64{25 * float64(i+1)},
+				InfraCPU: map[string]float64{"postgres": 0.1, "haproxy": 0.05}, MachineCPU: 1.9, OtherCPU: 0.75,
 				Ops: []OpResult{
 					{Op: "clone", Git: true, Count: int64(10 * c), PerHour: scale * float64(c) * 600, Mean: 120, P95: 300},
 					{Op: "push", Git: true, Count: int64(5 * c), Errors: 1, PerHour: scale * float64(c) * 400, Mean: 80, P95: 200,
@@ -172,7 +185,7 @@ func sampleResults() *Results {
 				}})
 		}
 		for s := range 30 {
-			tr.Samples = append(tr.Samples, Sample{T: float64(s), Stage: s / 10, OpsPerSec: 3, ClientCPU: 0.2,
+			tr.Samples = append(tr.Samples, Sample{T: float64(s), Stage: s / 10, OpsPerSec: 3, ClientCPU: 0.2, MachineCPU: 1.5,
 				Nodes: []NodeSample{{CPU: 1, Memory: 100e6, GitProcesses: 3, TicketsInUse: 2, TicketsQueued: 1, TicketsLimit: 8, CacheHitRate: 0.7}}})
 		}
 		var xs, ys []float64
@@ -195,6 +208,11 @@ func TestRenderReport(t *testing.T) {
 	checkReport(t, buf.Bytes(), 2)
 	if !strings.Contains(buf.String(), "&lt;stale&gt; &amp; &#34;odd&#34;") {
 		t.Error("error message not escaped")
+	}
+	for _, want := range []string{"haproxy 0.05, postgres 0.10", "<td>1.90</td><td>0.75</td>", "cache-on whole machine"} {
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("report lacks %q (helpers, machine and other tenants' CPU)", want)
+		}
 	}
 }
 

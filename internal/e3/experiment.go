@@ -76,7 +76,8 @@ type Instance struct {
 	CPUs float64 `json:"cpus,omitempty"`
 	// Database is "sqlite" (default; one node only) or "postgres".
 	Database string `json:"database,omitempty"`
-	// SSH starts an SSH listener on every node (and HAProxy's TCP front).
+	// SSH starts an SSH listener on every node (and HAProxy's TCP front);
+	// a workload with SSH scripts turns it on by itself.
 	SSH bool `json:"enable_ssh,omitempty"`
 
 	// URL, SSHURL, Username and Password name an existing deployment.
@@ -86,6 +87,9 @@ type Instance struct {
 	SSHURL   string `json:"ssh,omitempty"`
 	Username string `json:"username,omitempty"`
 	Password string `json:"password,omitempty"`
+	// SSHKey is the path of an unencrypted OpenSSH private key of
+	// Username's, for SSH scripts against an existing deployment.
+	SSHKey string `json:"ssh_key,omitempty"`
 	// Metrics are the nodes' /metrics URLs of an existing deployment.
 	Metrics []string `json:"metrics,omitempty"`
 }
@@ -209,6 +213,9 @@ func (e *Experiment) Validate() error {
 		case "postgres":
 		default:
 			bad("%s.instance.database %q: want sqlite or postgres", where, in.Database)
+		}
+		if in.URL != "" && e.workload.NeedsSSH() && (in.SSHURL == "" || in.SSHKey == "") {
+			bad("%s.instance: the workload runs scripts over SSH: give ssh (ssh://host:port) and ssh_key", where)
 		}
 		if in.CPUs < 0 {
 			bad("%s.instance.cpus %g must not be negative", where, in.CPUs)

@@ -16,15 +16,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"golang.org/x/crypto/ssh"
 
 	"github.com/sluice-scm/sluice/internal/bench"
 	"github.com/sluice-scm/sluice/internal/datagen"
+	"github.com/sluice-scm/sluice/internal/haproxy"
 	"github.com/sluice-scm/sluice/internal/pgserver"
 )
-
-// HAProxyBinary is Debian's haproxy, put in front of more than one node.
-const HAProxyBinary = "/usr/sbin/haproxy"
 
 // repoRef is one repository the clients may address.
 type repoRef struct {
@@ -33,6 +31,12 @@ type repoRef struct {
 
 func (r repoRef) path() string {
 	return "/scm/" + strings.ToLower(r.Key) + "/" + r.Slug + ".git"
+}
+
+// sshPath is the repository's path in an SSH exec request, as in
+// ssh://git@HOST/key/slug.git.
+func (r repoRef) sshPath() string {
+	return "/" + strings.ToLower(r.Key) + "/" + r.Slug + ".git"
 }
 
 // instance is a deployment under test, ready for clients.
@@ -44,8 +48,20 @@ type instance struct {
 	nodes   []*bench.Server
 	metrics []string
 	creds   [][2]string
-	repos   []repoRef
-	stops   []func() error
+	// keys are the load users' SSH keys by user name (local instances
+	// whose workload uses SSH), or the one key of an existing deployment.
+	keys  map[string]ssh.Signer
+	repos []repoRef
+	stops []func() error
+	// infra are the local helper processes (PostgreSQL, HAProxy) whose
+	// CPU the lab reports apart from the nodes': they share the machine.
+	infra []infraProc
+}
+
+// infraProc is a helper process measured by its process tree.
+type infraProc struct {
+	name string
+	pid  int
 }
 
 func (in *instance) stop() error {
@@ -89,7 +105,10 @@ func provision(ctx context.Context, e *Experiment, t Thread, dir, historyCache s
 			return nil, err
 		}
 		in.stops = append(in.stops, pg.Stop)
-		u, err := createDatabase(ctx, pg.URL(), "sluice")
+		if pid, err := pg.Pid(); err == nil {
+			in.infra = append(in.infra, infraProc{"postgres", pid})
+		}
+		u, err := pg.CreateDatabase(ctx, "sluice")
 		if err != nil {
 			return nil, err
 		}
@@ -97,9 +116,17 @@ func provision(ctx context.Context, e *Experiment, t Thread, dir, historyCache s
 	} else {
 		settings["database.url"] = "sqlite://" + filepath.Join(shared, "sluice.db")
 	}
+	if inst.CPUs > 0 {
+		// The adaptive throttle sizes its tickets by the node's cores. It
+		// reads a cgroup's quota where cpu and cpuacct share a directory,
+		// but these machines mount them apart, so it would count the whole
+		// machine; tell it the cap instead (an experiment may override).
+		settings["throttle.cores"] = strconv.FormatFloat(inst.CPUs, 'g', -1, 64)
+	}
 	for k, v := range inst.Properties {
 		settings[k] = v
 	}
+	withSSH := inst.SSH || e.workload.NeedsSSH()
 
 	// The data set, with the binary under test.
 	ds := e.Dataset
@@ -120,6 +147,10 @@ func provision(ctx context.Context, e *Experiment, t Thread, dir, historyCache s
 	if historyCache != "" {
 		args = append(args, "--history-cache", historyCache)
 	}
+	keysFile := filepath.Join(dir, "ssh-keys")
+	if withSSH {
+		args = append(args, "--load-keys", keysFile)
+	}
 	logger.Info("generating data set", "thread", t.Name, "profile", ds.Profile, "scale", ds.Scale)
 	cmd := exec.CommandContext(ctx, binary, args...)
 	cmd.Env = nodeEnv(settings)
@@ -133,6 +164,11 @@ func provision(ctx context.Context, e *Experiment, t Thread, dir, historyCache s
 	if in.creds, err = datagen.ReadTokens(tokens); err != nil {
 		return nil, err
 	}
+	if withSSH {
+		if in.keys, err = datagen.ReadKeys(keysFile); err != nil {
+			return nil, err
+		}
+	}
 	counts, err := datagen.Options{Profile: ds.Profile, Scale: ds.Scale}.Plan()
 	if err != nil {
 		return nil, err
@@ -145,22 +181,23 @@ func provision(ctx context.Context, e *Experiment, t Thread, dir, historyCache s
 		in.repos = append(in.repos, repoRef{Key: datagen.ProjectKey(i % counts.Projects), Slug: datagen.RepoSlug(i)})
 	}
 
-	// The nodes.
-	var sshAddrs []string
+	// The nodes. The first one migrates the database alone; each is
+	// ready (answers /readyz) before the next starts.
+	var lbNodes []haproxy.Node
 	for i := 1; i <= inst.Nodes; i++ {
 		s := map[string]string{"node.id": fmt.Sprintf("node-%d", i)}
 		for k, v := range settings {
 			s[k] = v
 		}
 		sshAddr := ""
-		if inst.SSH {
+		if withSSH {
 			port, err := bench.FreePort()
 			if err != nil {
 				return nil, err
 			}
 			sshAddr = fmt.Sprintf("127.0.0.1:%d", port)
-			sshAddrs = append(sshAddrs, sshAddr)
 			if inst.Nodes > 1 {
+				// HAProxy sends the PROXY header (see deploy/haproxy.cfg).
 				s["server.proxy_protocol"] = "true"
 				s["server.trusted_proxies"] = "127.0.0.1/32"
 			}
@@ -176,109 +213,49 @@ func provision(ctx context.Context, e *Experiment, t Thread, dir, historyCache s
 		in.stops = append(in.stops, srv.Stop)
 		in.nodes = append(in.nodes, srv)
 		in.metrics = append(in.metrics, srv.Base()+"/metrics")
+		lbNodes = append(lbNodes, haproxy.Node{Name: fmt.Sprintf("node-%d", i), HTTPAddr: strings.TrimPrefix(srv.Base(), "http://"), SSHAddr: sshAddr})
 	}
 	in.base = in.nodes[0].Base()
-	if len(sshAddrs) > 0 {
-		in.sshAddr = sshAddrs[0]
-	}
+	in.sshAddr = lbNodes[0].SSHAddr
 	if inst.Nodes > 1 {
-		if err := in.startHAProxy(ctx, dir, t.Name, sshAddrs, logger); err != nil {
+		if err := in.startHAProxy(ctx, dir, lbNodes, withSSH); err != nil {
 			return nil, err
 		}
 	}
 	return in, nil
 }
 
-// startHAProxy puts HAProxy in front of the nodes, shaped like
-// deploy/haproxy.cfg: HTTP round robin with /readyz checks, and SSH over
-// TCP with leastconn and the PROXY protocol.
-func (in *instance) startHAProxy(ctx context.Context, dir, thread string, sshAddrs []string, logger *slog.Logger) error {
+// startHAProxy puts HAProxy in front of the nodes (internal/haproxy, the
+// cluster tests' configuration: deploy/haproxy.cfg's shape, leastconn)
+// and waits until it has marked every node up, so the first stage does
+// not run on fewer nodes than the thread names.
+func (in *instance) startHAProxy(ctx context.Context, dir string, nodes []haproxy.Node, withSSH bool) error {
 	port, err := bench.FreePort()
 	if err != nil {
 		return err
 	}
-	var b strings.Builder
-	fmt.Fprintf(&b, `global
-    maxconn 4000
-
-defaults
-    log stdout format raw local0 warning
-    timeout connect 5s
-    timeout client 600s
-    timeout server 600s
-    timeout check 2s
-    retries 3
-    option redispatch
-
-frontend sluice_http
-    mode http
-    bind 127.0.0.1:%d
-    option forwardfor
-    default_backend sluice_http
-
-backend sluice_http
-    mode http
-    balance leastconn
-    option httpchk GET /readyz
-    http-check expect status 200
-    default-server inter 1s fall 2 rise 1
-`, port)
-	for i, n := range in.nodes {
-		fmt.Fprintf(&b, "    server node%d %s check\n", i+1, strings.TrimPrefix(n.Base(), "http://"))
-	}
-	if len(sshAddrs) > 0 {
+	cfg := haproxy.Config{HTTPAddr: fmt.Sprintf("127.0.0.1:%d", port), Nodes: nodes}
+	if withSSH {
 		sshPort, err := bench.FreePort()
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(&b, "\nfrontend sluice_ssh\n    mode tcp\n    bind 127.0.0.1:%d\n    default_backend sluice_ssh\n\nbackend sluice_ssh\n    mode tcp\n    balance leastconn\n", sshPort)
-		for i, a := range sshAddrs {
-			fmt.Fprintf(&b, "    server node%d %s send-proxy-v2\n", i+1, a)
-		}
-		in.sshAddr = fmt.Sprintf("127.0.0.1:%d", sshPort)
+		cfg.SSHAddr = fmt.Sprintf("127.0.0.1:%d", sshPort)
 	}
-	cfg := filepath.Join(dir, "haproxy.cfg")
-	if err := os.WriteFile(cfg, []byte(b.String()), 0o600); err != nil {
-		return err
-	}
-	p, err := bench.StartProcess("e3-"+cgroupSafe(thread)+"-haproxy", []string{HAProxyBinary, "-db", "-f", cfg}, os.Environ(), filepath.Join(dir, "haproxy.log"), 0, logger)
+	lb, err := haproxy.Start(cfg, dir)
 	if err != nil {
 		return err
 	}
-	srv := p.Server(fmt.Sprintf("http://127.0.0.1:%d", port))
-	in.stops = append(in.stops, srv.Stop)
-	in.base = srv.Base()
-	// Every node must be routed to before the load starts: wait until the
-	// health checks have marked them up (each answers /readyz itself).
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if err := p.WaitHTTP(ctx, in.base+"/readyz", 200); err != nil {
-			return err
-		}
-		if time.Now().After(deadline) || allUp(in.base, len(in.nodes)) {
-			return nil
-		}
-		time.Sleep(200 * time.Millisecond)
+	in.stops = append(in.stops, lb.Stop)
+	in.infra = append(in.infra, infraProc{"haproxy", lb.Pid()})
+	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	if err := lb.WaitRouted(wctx, len(nodes)); err != nil {
+		return fmt.Errorf("%w: %s", err, lb.LogTail(2000))
 	}
-}
-
-// allUp is a heuristic: n consecutive requests succeed through the
-// balancer; with leastconn and idle nodes they spread over every server
-// that is up.
-func allUp(base string, n int) bool {
-	c := &http.Client{Timeout: 2 * time.Second}
-	for range 2 * n {
-		resp, err := c.Get(base + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		if resp.StatusCode != 200 {
-			return false
-		}
-	}
-	time.Sleep(time.Second) // rise 1 × inter 1s
-	return true
+	in.base = lb.URL()
+	in.sshAddr = lb.SSHAddr()
+	return nil
 }
 
 // connect attaches to an existing deployment.
@@ -296,6 +273,17 @@ func connect(ctx context.Context, e *Experiment, t Thread) (*instance, error) {
 			return nil, fmt.Errorf("instance ssh %q: want ssh://host:port", inst.SSHURL)
 		}
 		in.sshAddr = su.Host
+	}
+	if inst.SSHKey != "" {
+		b, err := os.ReadFile(inst.SSHKey)
+		if err != nil {
+			return nil, fmt.Errorf("instance ssh_key: %w", err)
+		}
+		signer, err := ssh.ParsePrivateKey(b)
+		if err != nil {
+			return nil, fmt.Errorf("instance ssh_key %s: %w", inst.SSHKey, err)
+		}
+		in.keys = map[string]ssh.Signer{inst.Username: signer}
 	}
 	if len(in.metrics) == 0 {
 		in.metrics = []string{in.base + "/metrics"}
@@ -355,20 +343,6 @@ func nodeEnv(settings map[string]string) []string {
 		env = append(env, "SLUICE_"+strings.ToUpper(strings.ReplaceAll(k, ".", "_"))+"="+v)
 	}
 	return append(env, "SLUICE_ADMIN_PASSWORD="+adminPassword)
-}
-
-func createDatabase(ctx context.Context, adminURL, name string) (string, error) {
-	conn, err := pgx.Connect(ctx, adminURL)
-	if err != nil {
-		return "", fmt.Errorf("connect to postgres: %w", err)
-	}
-	defer conn.Close(context.Background())
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
-		return "", fmt.Errorf("create database: %w", err)
-	}
-	u, _ := url.Parse(adminURL)
-	u.Path = "/" + name
-	return u.String(), nil
 }
 
 func cgroupSafe(s string) string {

@@ -96,7 +96,7 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 // (what Bitbucket's "git operations per hour" counts).
 func isGitOp(op string) bool {
 	switch op {
-	case "clone", "fetch", "push", "ls-remote", "git clone", "git fetch", "git ls-remote":
+	case "clone", "fetch", "push", "ls-remote", "ssh clone", "ssh fetch", "ssh push", "ssh ls-remote", "git clone", "git fetch", "git ls-remote":
 		return true
 	}
 	return false

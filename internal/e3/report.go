@@ -74,18 +74,19 @@ func summary(b *strings.Builder, res *Results) {
 	b.WriteString("<table><tr><th class=\"l\">script</th><th>weight</th><th class=\"l\">protocol</th><th class=\"l\">client</th></tr>\n")
 	for _, s := range res.Workload.Scripts {
 		fmt.Fprintf(b, "<tr><td class=\"l\">%s</td><td>%.3f</td><td class=\"l\">%s</td><td class=\"l\">%s</td></tr>\n",
-			esc(s.Script), s.Weight, esc(orDefault(s.Protocol, "v2")), esc(orDefault(s.Client, "loadgen")))
+			esc(s.Script), s.Weight, esc(orDefault(s.Protocol, "v2")+" over "+orDefault(s.Transport, "http")), esc(orDefault(s.Client, "loadgen")))
 	}
 	b.WriteString("</table>\n")
-	b.WriteString("<table><tr><th class=\"l\">thread</th><th class=\"l\">instance</th><th>stage</th><th>clients</th><th>git ops/h</th><th>all ops/h</th><th>errors</th><th>node CPU %</th><th>client CPU %</th></tr>\n")
+	b.WriteString("<table><tr><th class=\"l\">thread</th><th class=\"l\">instance</th><th>stage</th><th>clients</th><th>git ops/h</th><th>all ops/h</th><th>errors</th><th>node CPU %</th><th>client CPU %</th><th class=\"l\">helpers (cores)</th><th>machine busy (cores)</th><th>other tenants (cores)</th></tr>\n")
 	for _, t := range res.Threads {
 		desc := instanceDesc(t.Instance)
 		for _, s := range t.Stages {
-			fmt.Fprintf(b, "<tr><td class=\"l\">%s</td><td class=\"l\">%s</td><td>%d</td><td>%d</td><td>%.0f</td><td>%.0f</td><td>%d</td><td>%s</td><td>%.0f</td></tr>\n",
-				esc(t.Name), esc(desc), s.Index+1, s.Clients, s.GitPerHour, s.AllPerHour, s.Errors, esc(pcts(s.NodeCPUPct)), s.ClientCPUPct)
+			fmt.Fprintf(b, "<tr><td class=\"l\">%s</td><td class=\"l\">%s</td><td>%d</td><td>%d</td><td>%.0f</td><td>%.0f</td><td>%d</td><td>%s</td><td>%.0f</td><td class=\"l\">%s</td><td>%.2f</td><td>%.2f</td></tr>\n",
+				esc(t.Name), esc(desc), s.Index+1, s.Clients, s.GitPerHour, s.AllPerHour, s.Errors, esc(pcts(s.NodeCPUPct)), s.ClientCPUPct,
+				esc(infraDesc(s.InfraCPU)), s.MachineCPU, s.OtherCPU)
 		}
 		if t.Error != "" {
-			fmt.Fprintf(b, "<tr><td class=\"l\">%s</td><td class=\"l\" colspan=\"8\">stopped: %s</td></tr>\n", esc(t.Name), esc(t.Error))
+			fmt.Fprintf(b, "<tr><td class=\"l\">%s</td><td class=\"l\" colspan=\"11\">stopped: %s</td></tr>\n", esc(t.Name), esc(t.Error))
 		}
 	}
 	b.WriteString("</table>\n")
@@ -94,6 +95,23 @@ func summary(b *strings.Builder, res *Results) {
 			fmt.Fprintf(b, "<p>CPU profile of %s, node 1, last stage:</p><pre>%s</pre>\n", esc(t.Name), esc(t.Profile))
 		}
 	}
+}
+
+// infraDesc lists the helpers' CPU: "haproxy 0.05, postgres 0.12".
+func infraDesc(m map[string]float64) string {
+	if len(m) == 0 {
+		return "–"
+	}
+	names := make([]string, 0, len(m))
+	for n := range m {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	parts := make([]string, len(names))
+	for i, n := range names {
+		parts[i] = fmt.Sprintf("%s %.2f", n, m[n])
+	}
+	return strings.Join(parts, ", ")
 }
 
 func instanceDesc(in Instance) string {
@@ -411,6 +429,15 @@ func series(b *strings.Builder, res *Results, id, title, unit string, get func(N
 				pts = append(pts, point{s.T, s.ClientCPU})
 			}
 			lines = append(lines, line{name: t.Name + " load client", color: "#999", dashed: true, pts: pts})
+			var all []point
+			for _, s := range t.Samples {
+				if s.MachineCPU > 0 {
+					all = append(all, point{s.T, s.MachineCPU})
+				}
+			}
+			if len(all) > 0 {
+				lines = append(lines, line{name: t.Name + " whole machine", color: "#333", dashed: true, pts: all})
+			}
 		}
 	}
 	empty := true

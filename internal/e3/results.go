@@ -67,6 +67,14 @@ type StageResult struct {
 	// the git processes it ran), ClientCPUPct its share of the machine.
 	ClientCPU    float64 `json:"client_cpu_cores"`
 	ClientCPUPct float64 `json:"client_cpu_pct"`
+	// InfraCPU is the local helpers' CPU in cores: "postgres" and
+	// "haproxy" when the instance has them.
+	InfraCPU map[string]float64 `json:"infra_cpu_cores,omitempty"`
+	// MachineCPU is the whole machine's busy CPU in cores (/proc/stat),
+	// OtherCPU what of it was neither nodes, client nor helpers: other
+	// tenants of the machine, which the measurement did not have.
+	MachineCPU float64 `json:"machine_cpu_cores"`
+	OtherCPU   float64 `json:"other_cpu_cores"`
 }
 
 // OpResult is one operation's statistics in a stage; times in ms.
@@ -93,11 +101,13 @@ type ErrorCount struct {
 
 // Sample is one second of the run.
 type Sample struct {
-	T         float64      `json:"t"` // seconds since the thread's start
-	Stage     int          `json:"stage"`
-	OpsPerSec float64      `json:"ops_per_s"`
-	ClientCPU float64      `json:"client_cpu_cores"`
-	Nodes     []NodeSample `json:"nodes"`
+	T         float64 `json:"t"` // seconds since the thread's start
+	Stage     int     `json:"stage"`
+	OpsPerSec float64 `json:"ops_per_s"`
+	ClientCPU float64 `json:"client_cpu_cores"`
+	// MachineCPU is the whole machine's busy CPU in cores.
+	MachineCPU float64      `json:"machine_cpu_cores"`
+	Nodes      []NodeSample `json:"nodes"`
 }
 
 // NodeSample is one node's meters at one second. A meter a node does not

@@ -3,6 +3,7 @@ package e3
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -145,6 +146,14 @@ func runThread(ctx context.Context, e *Experiment, t Thread, tr *ThreadResult, d
 		IdleConnTimeout:     90 * time.Second,
 	}}
 	defer d.hc.CloseIdleConnections()
+	if e.workload.NeedsSSH() {
+		if d.ssh, err = sshClients(in.sshAddr, in.keys); err != nil {
+			return err
+		}
+		if len(d.ssh) == 0 {
+			return errors.New("the workload runs scripts over SSH but the instance has no SSH keys")
+		}
+	}
 	if err := os.MkdirAll(d.tmp, 0o755); err != nil {
 		return err
 	}
@@ -189,7 +198,7 @@ func runThread(ctx context.Context, e *Experiment, t Thread, tr *ThreadResult, d
 			mv := scrape(sampCtx, hcm, u)
 			prevProc[i], prevHit[i], prevMiss[i] = mv.processCPU, mv.hit, mv.miss
 		}
-		prevClient, prevT := clientCPU(), time.Now()
+		prevClient, prevMachine, prevT := clientCPU(), machineBusy(), time.Now()
 		prevOK, _ := d.totals()
 		for {
 			select {
@@ -202,6 +211,9 @@ func runThread(ctx context.Context, e *Experiment, t Thread, tr *ThreadResult, d
 				cc := clientCPU()
 				s.ClientCPU = (cc - prevClient).Seconds() / dt
 				prevClient = cc
+				mb := machineBusy()
+				s.MachineCPU = (mb - prevMachine).Seconds() / dt
+				prevMachine = mb
 				ok, failed := d.totals()
 				s.OpsPerSec = float64(ok-prevOK) / dt
 				prevOK = ok
@@ -251,7 +263,7 @@ func runThread(ctx context.Context, e *Experiment, t Thread, tr *ThreadResult, d
 		stageIdx = i
 		mu.Unlock()
 		cpu0 := nodeCPU(in)
-		client0 := clientCPU()
+		client0, machine0, infra0 := clientCPU(), machineBusy(), infraCPU(in.infra)
 		t0 := time.Now()
 		pool.resize(runCtx, st.Clients)
 		if opts.PProf && i == len(stages)-1 && len(in.metrics) > 0 {
@@ -275,6 +287,21 @@ func runThread(ctx context.Context, e *Experiment, t Thread, tr *ThreadResult, d
 		}
 		sr.ClientCPU = (clientCPU() - client0).Seconds() / elapsed.Seconds()
 		sr.ClientCPUPct = 100 * sr.ClientCPU / float64(runtime.NumCPU())
+		sr.MachineCPU = (machineBusy() - machine0).Seconds() / elapsed.Seconds()
+		accounted := sr.ClientCPU
+		for _, c := range sr.NodeCPU {
+			accounted += c
+		}
+		for name, t1 := range infraCPU(in.infra) {
+			if t0, ok := infra0[name]; ok {
+				if sr.InfraCPU == nil {
+					sr.InfraCPU = map[string]float64{}
+				}
+				sr.InfraCPU[name] = (t1 - t0).Seconds() / elapsed.Seconds()
+				accounted += sr.InfraCPU[name]
+			}
+		}
+		sr.OtherCPU = max(0, sr.MachineCPU-accounted)
 		for _, o := range sr.Ops {
 			sr.Errors += o.Errors
 			sr.AllPerHour += o.PerHour
@@ -382,7 +409,7 @@ func (p *clientPool) counts() map[string]int {
 	defer p.mu.Unlock()
 	m := map[string]int{}
 	for i, s := range p.w.Scripts {
-		m[s.Script+"/"+orDefault(s.Protocol, "v2")+"/"+orDefault(s.Client, "loadgen")] += len(p.running[i])
+		m[s.Script+"/"+orDefault(s.Protocol, "v2")+"/"+orDefault(s.Transport, "http")+"/"+orDefault(s.Client, "loadgen")] += len(p.running[i])
 	}
 	return m
 }

@@ -33,6 +33,8 @@ type driver struct {
 	// okOps and failedOps count every operation of the thread, for the
 	// progress line and the per-second series.
 	okOps, failedOps atomic.Int64
+	// ssh holds an SSH client per load user (its key), by user name.
+	ssh map[string]*loadgen.SSHClient
 }
 
 // client is one simulated user running one script.
@@ -163,8 +165,19 @@ func (c *client) iteration(ctx context.Context) {
 	case "ls-remote":
 		c.lsRemote(ctx, ri)
 	case "push":
+		branch, opts := fmt.Sprintf("e3/client-%d", c.id), loadgen.PushOptions{FileSize: 2048}
+		if sc, err := c.sshClient(); sc != nil || err != nil {
+			c.do(ctx, "ssh push", func() (int64, error) {
+				if err != nil {
+					return 0, err
+				}
+				res, err := sc.Push(ctx, c.d.in.repos[ri].sshPath(), branch, opts)
+				return res.PackBytes + res.Bytes, err
+			})
+			return
+		}
 		c.do(ctx, "push", func() (int64, error) {
-			res, err := c.d.lg.Push(ctx, c.repoURL(ri), fmt.Sprintf("e3/client-%d", c.id), loadgen.PushOptions{FileSize: 2048})
+			res, err := c.d.lg.Push(ctx, c.repoURL(ri), branch, opts)
 			return res.PackBytes + res.Bytes, err
 		})
 	case "browse":
@@ -205,9 +218,31 @@ func (c *client) iteration(ctx context.Context) {
 	}
 }
 
+// sshClient is the SSH client of the load user this iteration acts as;
+// nil when the script runs over HTTP.
+func (c *client) sshClient() (*loadgen.SSHClient, error) {
+	if c.script.Transport != "ssh" {
+		return nil, nil
+	}
+	if sc := c.d.ssh[c.user]; sc != nil {
+		return sc, nil
+	}
+	return nil, fmt.Errorf("no ssh key for user %q", c.user)
+}
+
 func (c *client) clone(ctx context.Context, ri int) {
 	if c.script.Client == "git" {
 		c.realGit(ctx, "git clone", ri)
+		return
+	}
+	if sc, err := c.sshClient(); sc != nil || err != nil {
+		c.do(ctx, "ssh clone", func() (int64, error) {
+			if err != nil {
+				return 0, err
+			}
+			res, err := sc.Clone(ctx, c.d.in.repos[ri].sshPath(), loadgen.CloneOptions{Protocol: c.proto()})
+			return res.Bytes, err
+		})
 		return
 	}
 	c.do(ctx, "clone", func() (int64, error) {
@@ -221,8 +256,22 @@ func (c *client) lsRemote(ctx context.Context, ri int) {
 		c.realGit(ctx, "git ls-remote", ri)
 		return
 	}
-	c.do(ctx, "ls-remote", func() (int64, error) {
-		refs, err := c.d.lg.LsRemote(ctx, c.repoURL(ri), c.proto())
+	sc, serr := c.sshClient()
+	op := "ls-remote"
+	if sc != nil || serr != nil {
+		op = "ssh ls-remote"
+	}
+	c.do(ctx, op, func() (int64, error) {
+		if serr != nil {
+			return 0, serr
+		}
+		var refs []loadgen.Ref
+		var err error
+		if sc != nil {
+			refs, err = sc.LsRemote(ctx, c.d.in.repos[ri].sshPath(), c.proto())
+		} else {
+			refs, err = c.d.lg.LsRemote(ctx, c.repoURL(ri), c.proto())
+		}
 		if err == nil {
 			c.remember(ri, refs)
 		}
@@ -242,6 +291,26 @@ func (c *client) fetch(ctx context.Context, ri int) {
 	haves, ok := c.seen[ri]
 	if !ok {
 		c.lsRemote(ctx, ri)
+		return
+	}
+	sc, serr := c.sshClient()
+	if sc != nil || serr != nil {
+		// Over SSH the fetch's own session advertises the tips; the next
+		// fetch's haves come from the ls-remote a client runs between
+		// fetches, as over HTTP.
+		c.do(ctx, "ssh fetch", func() (int64, error) {
+			if serr != nil {
+				return 0, serr
+			}
+			path := c.d.in.repos[ri].sshPath()
+			res, err := sc.Fetch(ctx, path, loadgen.FetchOptions{Protocol: c.proto(), Haves: haves})
+			if err == nil {
+				if refs, lerr := sc.LsRemote(ctx, path, c.proto()); lerr == nil {
+					c.remember(ri, refs)
+				}
+			}
+			return res.Bytes, err
+		})
 		return
 	}
 	c.do(ctx, "fetch", func() (int64, error) {

@@ -55,7 +55,7 @@ func TestSmokeExperiment(t *testing.T) {
 				t.Errorf("stage %d: %.0f git ops/h, node cpu %v", s.Index+1, s.GitPerHour, s.NodeCPU)
 			}
 		}
-		for _, op := range []string{"clone", "fetch", "ls-remote", "push", "rest: list projects", "rest: pr diff", "rest: create branch", "rest: list users"} {
+		for _, op := range []string{"clone", "fetch", "ls-remote", "push", "rest: list projects", "rest: pr diff", "rest: create branch", "rest: list users", "ssh clone", "ssh fetch", "ssh push", "ssh ls-remote"} {
 			if !seen[op] {
 				t.Errorf("no successful %q operation", op)
 			}

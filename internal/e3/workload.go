@@ -28,8 +28,23 @@ type Script struct {
 	// verifies packs without storing them) or "git" (the real git client,
 	// for realism checks: it unpacks and indexes on this machine).
 	Client string `json:"client,omitempty"`
+	// Transport is "http" (default) or "ssh" for git scripts. SSH
+	// operations authenticate with the load users' keys (datagen
+	// --load-keys) and open one connection each, handshake included, as
+	// git does.
+	Transport string `json:"transport,omitempty"`
 	// Think is a pause after each iteration (default none: closed loop).
 	Think Duration `json:"think,omitempty"`
+}
+
+// NeedsSSH says whether any script runs over SSH.
+func (w Workload) NeedsSSH() bool {
+	for _, s := range w.Scripts {
+		if s.Transport == "ssh" {
+			return true
+		}
+	}
+	return false
 }
 
 // Scripts are the script names a workload may use, with what they do.
@@ -89,6 +104,18 @@ func (w Workload) Validate() error {
 		case "", "v2", "v0":
 		default:
 			errs = append(errs, fmt.Errorf("%s: protocol %q: want v0 or v2", where, s.Protocol))
+		}
+		switch s.Transport {
+		case "", "http":
+		case "ssh":
+			if !gitScripts[s.Script] {
+				errs = append(errs, fmt.Errorf("%s: transport ssh is for git scripts", where))
+			}
+			if s.Client == "git" {
+				errs = append(errs, fmt.Errorf("%s: transport ssh runs the load client only", where))
+			}
+		default:
+			errs = append(errs, fmt.Errorf("%s: transport %q: want http or ssh", where, s.Transport))
 		}
 		switch s.Client {
 		case "", "loadgen":

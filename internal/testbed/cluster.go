@@ -24,6 +24,7 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"github.com/sluice-scm/sluice/internal/haproxy"
 	"github.com/sluice-scm/sluice/internal/pgserver"
 	"github.com/sluice-scm/sluice/internal/store"
 )
@@ -36,15 +37,13 @@ import (
 // included — no deferred function runs, no socket is closed politely, the
 // registry row stays behind — which is what the crash scenarios must
 // exercise. Each node keeps its ports across Restart, so HAProxy's fixed
-// server list finds it again. HAProxy (Debian's /usr/sbin/haproxy) checks
-// GET /readyz every 200 ms and takes a node out after two failures, back
-// in after two successes; it retries a refused connection on another node.
+// server list finds it again. HAProxy (internal/haproxy, shared with the
+// performance lab) checks GET /readyz every 200 ms and takes a node out
+// after two failures, back in after two successes; it retries a refused
+// connection on another node.
 //
 // The cluster's PostgreSQL is not the test package's shared one: the
 // outage scenario stops and restarts it (HaltPostgres, ResumePostgres).
-
-// HAProxyBinary is Debian's haproxy.
-const HAProxyBinary = "/usr/sbin/haproxy"
 
 // ClusterOptions adjust NewCluster.
 type ClusterOptions struct {
@@ -65,9 +64,7 @@ type Cluster struct {
 	Repositories  string
 	AdminPassword string
 	Nodes         []*ClusterNode
-	lbHTTP        string
-	lbSSH         string
-	haproxy       *exec.Cmd
+	lb            *haproxy.Proxy
 	opts          ClusterOptions
 	sshEnv        []string
 }
@@ -95,7 +92,7 @@ func (n *ClusterNode) ConfigPath() string { return n.config }
 // HAProxy routes to every node. Everything stops when the test ends.
 func NewCluster(t testing.TB, n int, opts ClusterOptions) *Cluster {
 	t.Helper()
-	if _, err := os.Stat(HAProxyBinary); err != nil {
+	if _, err := os.Stat(haproxy.Binary); err != nil {
 		t.Fatalf("haproxy is required for cluster tests (apt-get install haproxy): %v", err)
 	}
 	c := &Cluster{t: t, bin: Binary(t), dir: t.TempDir(), AdminPassword: "admin-password-for-cluster-tests", opts: opts}
@@ -105,10 +102,9 @@ func NewCluster(t testing.TB, n int, opts ClusterOptions) *Cluster {
 	}
 	c.pg = pg
 	t.Cleanup(func() { pg.Stop() })
-	u, _ := url.Parse(pg.URL())
-	u.Path = "/sluice"
-	c.DatabaseURL = u.String()
-	if err := adminExecURL(pg.URL(), "CREATE DATABASE sluice"); err != nil {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if c.DatabaseURL, err = pg.CreateDatabase(ctx, "sluice"); err != nil {
 		t.Fatal(err)
 	}
 	c.Repositories = filepath.Join(c.dir, "shared-repos")
@@ -171,18 +167,6 @@ func freeAddr(t testing.TB) string {
 	}
 	defer l.Close()
 	return l.Addr().String()
-}
-
-func adminExecURL(adminURL, sql string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	db, err := store.Open(ctx, adminURL, nil)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	_, err = db.Pgx().Exec(ctx, sql)
-	return err
 }
 
 func (c *Cluster) start(i int) {
@@ -289,9 +273,8 @@ func (c *Cluster) Restart(i int) {
 }
 
 func (c *Cluster) stopAll() {
-	if c.haproxy != nil {
-		c.haproxy.Process.Kill()
-		c.haproxy.Wait()
+	if c.lb != nil {
+		c.lb.Stop()
 	}
 	var wg sync.WaitGroup
 	for i := range c.Nodes {
@@ -332,110 +315,40 @@ func (c *Cluster) ResumePostgres() {
 }
 
 // LB is HAProxy's HTTP URL.
-func (c *Cluster) LB() string { return "http://" + c.lbHTTP }
+func (c *Cluster) LB() string { return c.lb.URL() }
 
 // LBSSH is HAProxy's SSH address (host:port); "" without SSH.
-func (c *Cluster) LBSSH() string { return c.lbSSH }
+func (c *Cluster) LBSSH() string { return c.lb.SSHAddr() }
 
-// HAProxyConfig renders the load balancer configuration for the nodes:
-// the same shape as deploy/haproxy.cfg with test timings.
-func (c *Cluster) haproxyConfig() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, `global
-    maxconn 2000
-
-defaults
-    log stdout format raw local0 warning
-    timeout connect 2s
-    timeout client 120s
-    timeout server 120s
-    timeout check 1s
-    retries 3
-    option redispatch
-
-frontend sluice_http
-    mode http
-    bind %s
-    option forwardfor
-    default_backend sluice_http
-
-backend sluice_http
-    mode http
-    balance roundrobin
-    option httpchk GET /readyz
-    http-check expect status 200
-    default-server inter 200ms fall 2 rise 2
-`, c.lbHTTP)
-	for _, n := range c.Nodes {
-		fmt.Fprintf(&b, "    server %s %s check\n", n.ID, n.HTTPAddr)
-	}
-	if c.opts.SSH {
-		fmt.Fprintf(&b, `
-frontend sluice_ssh
-    mode tcp
-    bind %s
-    default_backend sluice_ssh
-
-backend sluice_ssh
-    mode tcp
-    balance leastconn
-    option httpchk GET /readyz
-    http-check expect status 200
-    default-server inter 200ms fall 2 rise 2
-`, c.lbSSH)
-		for _, n := range c.Nodes {
-			_, port, _ := net.SplitHostPort(n.HTTPAddr)
-			fmt.Fprintf(&b, "    server %s %s check port %s send-proxy-v2\n", n.ID, n.SSHAddr, port)
-		}
-	}
-	return b.String()
-}
-
+// startHAProxy puts HAProxy in front of the nodes (internal/haproxy, the
+// shape of deploy/haproxy.cfg) with test timings: checks every 200 ms so a
+// killed node leaves the rotation within half a second.
 func (c *Cluster) startHAProxy() {
 	c.t.Helper()
-	c.lbHTTP = freeAddr(c.t)
+	cfg := haproxy.Config{HTTPAddr: freeAddr(c.t), Balance: "roundrobin", CheckInterval: 200 * time.Millisecond,
+		Timeout: 120 * time.Second, MaxConn: 2000}
 	if c.opts.SSH {
-		c.lbSSH = freeAddr(c.t)
+		cfg.SSHAddr = freeAddr(c.t)
 	}
-	cfg := filepath.Join(c.dir, "haproxy.cfg")
-	if err := os.WriteFile(cfg, []byte(c.haproxyConfig()), 0o600); err != nil {
-		c.t.Fatal(err)
+	for _, n := range c.Nodes {
+		cfg.Nodes = append(cfg.Nodes, haproxy.Node{Name: n.ID, HTTPAddr: n.HTTPAddr, SSHAddr: n.SSHAddr})
 	}
-	if out, err := exec.Command(HAProxyBinary, "-c", "-f", cfg).CombinedOutput(); err != nil {
-		c.t.Fatalf("haproxy -c: %v\n%s", err, out)
-	}
-	logf, err := os.Create(filepath.Join(c.dir, "haproxy.log"))
+	lb, err := haproxy.Start(cfg, c.dir)
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	cmd := exec.Command(HAProxyBinary, "-db", "-f", cfg)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		c.t.Fatal(err)
-	}
-	c.haproxy = cmd
+	c.lb = lb
 }
 
-// WaitRouted waits until HAProxy answers /readyz through the LB and has
-// seen want nodes up (each answered at least once through it).
+// WaitRouted waits until HAProxy has marked want nodes up (from its stats
+// socket) in every backend.
 func (c *Cluster) WaitRouted(want int) {
 	c.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		up := 0
-		for _, n := range c.Nodes {
-			if status(n.URL()+"/readyz") == http.StatusOK {
-				up++
-			}
-		}
-		if up >= want && status(c.LB()+"/readyz") == http.StatusOK {
-			// rise 2 × inter 200ms: let HAProxy mark every server up.
-			time.Sleep(600 * time.Millisecond)
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := c.lb.WaitRouted(ctx, want); err != nil {
+		c.t.Fatalf("%v\n%s", err, c.lb.LogTail(2000))
 	}
-	c.t.Fatalf("HAProxy does not route to %d nodes within 30s:\n%s", want, tailFile(filepath.Join(c.dir, "haproxy.log"), 2000))
 }
 
 // CloneURL is the HTTP clone URL of a repository through HAProxy, with
@@ -448,7 +361,7 @@ func (c *Cluster) CloneURL(base, projectKey, slug string) string {
 
 // SSHCloneURL is the SSH clone URL of a repository through HAProxy.
 func (c *Cluster) SSHCloneURL(projectKey, slug string) string {
-	return "ssh://git@" + c.lbSSH + "/" + strings.ToLower(projectKey) + "/" + slug + ".git"
+	return "ssh://git@" + c.LBSSH() + "/" + strings.ToLower(projectKey) + "/" + slug + ".git"
 }
 
 // REST calls the REST API through HAProxy as the admin and decodes the

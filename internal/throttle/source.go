@@ -62,7 +62,8 @@ var (
 // machine must each see their own load.
 func DetectSources(cores float64) Sources {
 	s := Sources{Memory: meminfo{path: filepath.Join(procRoot, "meminfo")}}
-	if cores <= 0 {
+	configured := cores > 0
+	if !configured {
 		if cg, ok := detectCgroup(); ok {
 			s.CPU = cg
 			s.Cores = cg.cores
@@ -74,14 +75,52 @@ func DetectSources(cores float64) Sources {
 			}
 			return s
 		}
-		cores = float64(runtime.NumCPU())
+		// No cgroup of our own to meter, but cgroup v1 may still cap us
+		// through a cpu hierarchy mounted apart from cpuacct (the lab's
+		// CPU-capped nodes): size for the quota, not the machine.
+		if cores = v1QuotaCores(); cores <= 0 {
+			cores = float64(runtime.NumCPU())
+		}
 	}
 	s.CPU = &processTree{proc: procRoot, pid: os.Getpid()}
 	s.Cores = cores
-	if _, err := os.Stat(filepath.Join(procRoot, "pressure", "cpu")); err == nil {
-		s.Pressure = psiFile{path: filepath.Join(procRoot, "pressure", "cpu")}
+	// Machine-wide pressure says something about this node only when the
+	// machine is its own. With throttle.cores configured the node shares
+	// it (several nodes, a lab client) and others' load must not pin its
+	// ticket limit, so pressure is left out.
+	if !configured {
+		if _, err := os.Stat(filepath.Join(procRoot, "pressure", "cpu")); err == nil {
+			s.Pressure = psiFile{path: filepath.Join(procRoot, "pressure", "cpu")}
+		}
 	}
 	return s
+}
+
+// v1QuotaCores returns the CFS quota, in cores, of this process's cgroup
+// in a cgroup v1 cpu hierarchy, or 0 when there is none.
+func v1QuotaCores() float64 {
+	b, err := os.ReadFile(filepath.Join(procRoot, "self", "cgroup"))
+	if err != nil {
+		return 0
+	}
+	for line := range strings.SplitSeq(strings.TrimSpace(string(b)), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 || parts[2] == "/" {
+			continue
+		}
+		for ctl := range strings.SplitSeq(parts[1], ",") {
+			if ctl != "cpu" {
+				continue
+			}
+			for _, mount := range []string{"cpu", "cpu,cpuacct", "cpuacct,cpu"} {
+				dir := filepath.Join(cgroupRoot, mount, filepath.Clean("/"+parts[2]))
+				if c := quotaCores(dir); c > 0 {
+					return c
+				}
+			}
+		}
+	}
+	return 0
 }
 
 // cgroupCPU reads a cgroup's cumulative CPU usage.
@@ -199,12 +238,23 @@ func v2Cores(s string) float64 {
 }
 
 func v1Cores(dir string) float64 {
+	if c := quotaCores(dir); c > 0 {
+		return c // cpu and cpuacct mounted together
+	}
+	if c := v1QuotaCores(); c > 0 {
+		return c // cpu mounted apart from cpuacct
+	}
+	return float64(runtime.NumCPU())
+}
+
+// quotaCores reads a cgroup v1 CFS quota in dir, in cores; 0 when unset.
+func quotaCores(dir string) float64 {
 	q, err1 := readInt(filepath.Join(dir, "cpu.cfs_quota_us"))
 	p, err2 := readInt(filepath.Join(dir, "cpu.cfs_period_us"))
 	if err1 == nil && err2 == nil && q > 0 && p > 0 {
 		return float64(q) / float64(p)
 	}
-	return float64(runtime.NumCPU())
+	return 0
 }
 
 func readInt(path string) (int64, error) {

@@ -73,13 +73,14 @@ func TestDetectSources(t *testing.T) {
 	defer func(p, c string) { procRoot, cgroupRoot = p, c }(procRoot, cgroupRoot)
 	meminfo := "MemTotal: 8000000 kB\nMemAvailable: 4000000 kB\n"
 	tests := []struct {
-		name      string
-		cores     float64
-		files     map[string]string
-		source    string
-		wantCores float64
-		usage     time.Duration
-		pressure  bool
+		name       string
+		cores      float64
+		files      map[string]string
+		source     string
+		wantCores  float64
+		usage      time.Duration
+		pressure   bool
+		noPressure bool
 	}{
 		{
 			name: "cgroup v2 own cgroup with quota",
@@ -125,6 +126,30 @@ func TestDetectSources(t *testing.T) {
 			source: "process-tree", wantCores: float64(runtime.NumCPU()),
 		},
 		{
+			// The lab's capped nodes: cpu mounted apart from cpuacct, the
+			// node in a cpu cgroup with a quota but in cpuacct's root.
+			name: "cgroup v1 separate cpu mount caps the process tree",
+			files: map[string]string{
+				"proc/self/cgroup":                   "3:cpuacct:/\n2:cpu:/sluice-n1\n",
+				"proc/meminfo":                       meminfo,
+				"cg/cpuacct/cpuacct.usage":           "1\n",
+				"cg/cpu/sluice-n1/cpu.cfs_quota_us":  "50000\n",
+				"cg/cpu/sluice-n1/cpu.cfs_period_us": "100000\n",
+			},
+			source: "process-tree", wantCores: 0.5,
+		},
+		{
+			name: "cgroup v1 own cpuacct cgroup, quota in a separate cpu mount",
+			files: map[string]string{
+				"proc/self/cgroup":            "3:cpuacct:/n1\n2:cpu:/n1\n",
+				"proc/meminfo":                meminfo,
+				"cg/cpuacct/n1/cpuacct.usage": "2000000000\n",
+				"cg/cpu/n1/cpu.cfs_quota_us":  "150000\n",
+				"cg/cpu/n1/cpu.cfs_period_us": "100000\n",
+			},
+			source: "cgroup1:/n1", wantCores: 1.5, usage: 2 * time.Second,
+		},
+		{
 			name:  "configured cores use the process tree",
 			cores: 3,
 			files: map[string]string{
@@ -134,6 +159,18 @@ func TestDetectSources(t *testing.T) {
 				"cg/sluice/node1/cpu.stat": "usage_usec 1\n",
 			},
 			source: "process-tree", wantCores: 3,
+		},
+		{
+			// A node told its share of a machine must not be pinned by
+			// other tenants' load: machine-wide pressure is ignored.
+			name:  "configured cores ignore machine pressure",
+			cores: 1,
+			files: map[string]string{
+				"proc/self/cgroup":  "0::/\n",
+				"proc/meminfo":      meminfo,
+				"proc/pressure/cpu": "some avg10=99.00 avg60=0 avg300=0 total=0\n",
+			},
+			source: "process-tree", wantCores: 1, noPressure: true,
 		},
 	}
 	for _, tt := range tests {
@@ -149,6 +186,9 @@ func TestDetectSources(t *testing.T) {
 				if u, err := s.CPU.Usage(); err != nil || u != tt.usage {
 					t.Fatalf("usage %v, %v; want %v", u, err, tt.usage)
 				}
+			}
+			if tt.noPressure && s.Pressure != nil {
+				t.Fatalf("pressure source %v for a node with configured cores", s.Pressure)
 			}
 			if tt.pressure {
 				p, err := s.Pressure.Pressure()
