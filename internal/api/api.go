@@ -105,6 +105,7 @@ func New(d Deps) http.Handler {
 	s.routes = append(s.routes, s.sshKeyRoutes()...)
 	if d.Pulls != nil {
 		s.routes = append(append(s.routes, s.pullRoutes()...), s.pullAdminRoutes()...)
+		s.routes = append(s.routes, s.inboxRoutes()...)
 	}
 	for _, rt := range s.routes {
 		s.mux.Handle(rt.Method+" "+rt.Pattern, s.wrap(rt))

@@ -424,11 +424,37 @@ func (c *call) pullDiff() error {
 	default:
 		return problem.New(problem.Invalid, "whitespace must be show or ignore-all")
 	}
-	d, err := c.s.Pulls.Diff(c.ctx, pr, o)
+	body, etag, err := c.s.Pulls.DiffJSON(c.ctx, pr, o)
 	if err != nil {
 		return err
 	}
-	return c.json(d)
+	h := c.w.Header()
+	h.Set("ETag", etag)
+	// no-cache (revalidate every time), not no-store: the tag makes a
+	// revalidation of an unchanged diff a 304 with no body.
+	h.Set("Cache-Control", "private, no-cache")
+	if match := c.r.Header.Get("If-None-Match"); match != "" && etagMatches(match, etag) {
+		c.w.WriteHeader(http.StatusNotModified)
+		return nil
+	}
+	h.Set("Content-Type", "application/json;charset=UTF-8")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	c.w.WriteHeader(http.StatusOK)
+	_, _ = c.w.Write(body) // a client gone away is not our error
+	return nil
+}
+
+// etagMatches reads an If-None-Match list ("*", or tags separated by
+// commas, weak or strong: a weak comparison is right for GET).
+func etagMatches(header, etag string) bool {
+	for _, t := range strings.Split(header, ",") {
+		t = strings.TrimPrefix(strings.TrimSpace(t), "W/")
+		if t == "*" || t == etag {
+			return true
+		}
+	}
+	return false
 }
 
 func (c *call) canMerge() error {

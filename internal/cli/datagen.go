@@ -44,6 +44,9 @@ generated histories through alternates, so --profile small --scale 0.05 fits in 
 					c.Users, c.Groups, c.Projects, c.Repositories, rep.Seeds, c.PullRequests, c.Comments, rep.Took.Round(1e6), float64(rep.DiskBytes)/1e6)
 				if o.LoadUsers > 0 {
 					fmt.Fprintf(stdout, "load users' tokens: %s\n", o.TokensFile)
+					if o.KeysFile != "" {
+						fmt.Fprintf(stdout, "load users' ssh keys: %s\n", o.KeysFile)
+					}
 				}
 				return nil
 			})
@@ -59,6 +62,7 @@ generated histories through alternates, so --profile small --scale 0.05 fits in 
 	f.IntVar(&o.LoadUsers, "load-users", 0, "load users (load-0001 …) to create, each with a write token")
 	f.StringVar(&o.LoadPassword, "load-password", "", "password of the load users (default: none, tokens only)")
 	f.StringVar(&o.TokensFile, "tokens", "", "file for the load users' tokens (default DATA/e3-tokens)")
+	f.StringVar(&o.KeysFile, "load-keys", "", "give every load user an SSH key, kept in this file (mode 0600) and registered")
 	f.StringVar(&o.SeedCache, "history-cache", "", "directory that keeps generated histories between runs")
 	return cmd
 }

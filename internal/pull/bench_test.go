@@ -12,6 +12,8 @@ package pull_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
@@ -21,6 +23,7 @@ import (
 	"time"
 
 	"github.com/sluice-scm/sluice/internal/auth"
+	"github.com/sluice-scm/sluice/internal/config"
 	"github.com/sluice-scm/sluice/internal/gitcmd"
 	"github.com/sluice-scm/sluice/internal/hooks"
 	"github.com/sluice-scm/sluice/internal/pull"
@@ -37,7 +40,9 @@ type benchWorld struct {
 }
 
 func newBenchWorld(b *testing.B, files int) *benchWorld {
-	n := testbed.NewNode(b, testbed.NodeOptions{})
+	// The REST benchmark makes more requests than a user's rate limit
+	// allows; the limiter is not what is measured.
+	n := testbed.NewNode(b, testbed.NodeOptions{Configure: func(c *config.Config) { c.Throttle.RateLimit = false }})
 	w := &benchWorld{n: n, repo: n.CreateRepo(b, "PRJ", "app"), work: b.TempDir()}
 	w.bare = n.App.Repos.Path(w.repo.ID)
 	u, err := n.Store().UserByName(context.Background(), "admin")
@@ -85,7 +90,11 @@ func percentiles(b *testing.B, d []time.Duration) {
 }
 
 // BenchmarkDiff300 compares the diff and diffstat of a 300-file pull
-// request served from the cache with computing them with git on request.
+// request as the REST API serves them from the cache (GET …/changes and
+// …/diff over HTTP, with a token) with computing them with git on request
+// (the two diff-tree runs alone, without the parsing and encoding an API
+// would add, so the ratio is a lower bound). "service" is the cached path
+// without HTTP: the stat and the rendered diff from memory.
 func BenchmarkDiff300(b *testing.B) {
 	w := newBenchWorld(b, 300)
 	testbed.Git(b, w.work, "checkout", "-q", "-b", "wide")
@@ -104,35 +113,108 @@ func BenchmarkDiff300(b *testing.B) {
 	if err != nil || len(changes) != 300 {
 		b.Fatalf("changes: %d %v", len(changes), err)
 	}
+	// Let the prepare job finish, so it does not share the CPU with the
+	// measurement.
+	deadline := time.Now().Add(time.Minute)
+	for {
+		cur, err := w.n.App.DB.PullRequestByID(ctx, pr.ID)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if cur.MergeStatus != "UNKNOWN" || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	token := w.n.Token(b, w.admin.UserID, store.ScopeRead)
+	base := fmt.Sprintf("%s/rest/api/1.0/projects/PRJ/repos/app/pull-requests/%d", w.n.URL, pr.Number)
+	get := func(path string) int {
+		u := base + path
+		if strings.HasPrefix(path, "http") {
+			u = path
+		}
+		req, _ := http.NewRequest("GET", u, nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer resp.Body.Close()
+		n, _ := io.Copy(io.Discard, resp.Body)
+		if resp.StatusCode != 200 {
+			b.Fatalf("GET %s: %d", path, resp.StatusCode)
+		}
+		return int(n)
+	}
 
-	b.Run("cache", func(b *testing.B) {
+	gitDiff := func() {
+		for _, flags := range [][]string{{"-r", "-z", "-M", "--raw", "--numstat"}, {"-r", "-p", "-M"}} {
+			if _, err := w.n.App.Git.OutputLimit(ctx, gitcmd.Cmd{Dir: w.bare, Name: "diff-tree", Flags: flags,
+				Args: []string{pr.BaseSHA, pr.FromSHA}}, 64<<20); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	// The machine is shared and its load moves; the two sides run
+	// alternately in one loop so that both see the same load, and the
+	// ratio is of the same moments.
+	// "rest" is the repository's compare/diff API for the same two
+	// commits: the same HTTP, authentication and JSON, the diff computed
+	// with git on request (the stat not even asked for).
+	onRequest := fmt.Sprintf("%s/rest/api/1.0/projects/PRJ/repos/app/compare/diff?from=%s&to=%s", w.n.URL, pr.FromSHA, pr.BaseSHA)
+	b.Run("rest-cache-vs-git", func(b *testing.B) {
+		cache := make([]time.Duration, 0, b.N)
+		git := make([]time.Duration, 0, b.N)
+		rest := make([]time.Duration, 0, b.N)
+		bytes := 0
+		for i := 0; i < b.N; i++ {
+			start := time.Now()
+			bytes = get("/changes?limit=1000") + get("/diff")
+			cache = append(cache, time.Since(start))
+			start = time.Now()
+			gitDiff()
+			git = append(git, time.Since(start))
+			start = time.Now()
+			get(onRequest)
+			rest = append(rest, time.Since(start))
+		}
+		b.ReportMetric(float64(bytes), "response-bytes")
+		compare(b, "cache", cache, "git", git)
+		compare(b, "cache", cache, "rest", rest)
+	})
+	b.Run("service-cache", func(b *testing.B) {
 		d := make([]time.Duration, 0, b.N)
 		for i := 0; i < b.N; i++ {
 			start := time.Now()
 			if _, _, err := svc.Changes(ctx, pr); err != nil {
 				b.Fatal(err)
 			}
-			if _, err := svc.Diff(ctx, pr, pull.DiffOptions{}); err != nil {
+			if _, _, err := svc.DiffJSON(ctx, pr, pull.DiffOptions{}); err != nil {
 				b.Fatal(err)
 			}
 			d = append(d, time.Since(start))
 		}
 		percentiles(b, d)
 	})
-	b.Run("git", func(b *testing.B) {
-		d := make([]time.Duration, 0, b.N)
-		for i := 0; i < b.N; i++ {
-			start := time.Now()
-			for _, flags := range [][]string{{"-r", "-z", "-M", "--raw", "--numstat"}, {"-r", "-p", "-M"}} {
-				if _, err := w.n.App.Git.OutputLimit(ctx, gitcmd.Cmd{Dir: w.bare, Name: "diff-tree", Flags: flags,
-					Args: []string{pr.BaseSHA, pr.FromSHA}}, 64<<20); err != nil {
-					b.Fatal(err)
-				}
-			}
-			d = append(d, time.Since(start))
-		}
-		percentiles(b, d)
-	})
+}
+
+// compare reports p50 and p95 of two interleaved series and their ratios
+// (b over a: how many times faster a is).
+func compare(b *testing.B, an string, a []time.Duration, bn string, bd []time.Duration) {
+	pa, pb := quantiles(a), quantiles(bd)
+	b.ReportMetric(pa[0], an+"-p50-ms")
+	b.ReportMetric(pa[1], an+"-p95-ms")
+	b.ReportMetric(pb[0], bn+"-p50-ms")
+	b.ReportMetric(pb[1], bn+"-p95-ms")
+	b.ReportMetric(pb[0]/pa[0], bn+"/"+an+"-p50")
+	b.ReportMetric(pb[1]/pa[1], bn+"/"+an+"-p95")
+}
+
+func quantiles(d []time.Duration) [2]float64 {
+	d = append([]time.Duration(nil), d...)
+	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+	at := func(q float64) float64 { return float64(d[int(q*float64(len(d)-1))].Microseconds()) / 1000 }
+	return [2]float64{at(0.50), at(0.95)}
 }
 
 // mergeWorld makes count branches off main, each adding one file, and
@@ -158,69 +240,95 @@ func mergeWorld(b *testing.B, w *benchWorld, prefix string, count int) func(i in
 		if err != nil {
 			b.Fatal(err)
 		}
+		waitPrepared(b, w, pr)
 		return pr
 	}
 }
 
+// waitPrepared waits for the prepare job of a new pull request (diff and
+// preview merge), so that it does not run during the measurement.
+func waitPrepared(b *testing.B, w *benchWorld, pr *store.PullRequest) {
+	deadline := time.Now().Add(time.Minute)
+	for time.Now().Before(deadline) {
+		cur, err := w.n.App.DB.PullRequestByID(context.Background(), pr.ID)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if cur.MergeStatus != "UNKNOWN" {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	b.Fatalf("pull request %d not prepared after a minute", pr.Number)
+}
+
 // BenchmarkMerge compares a no-ff merge through the service (checks,
 // merge-tree, commit-tree, compare-and-swap update-ref with the hooks,
-// marking the pull request merged) with the same plumbing run bare.
+// marking the pull request merged, queueing its jobs) with the same
+// plumbing run bare, alternately in one loop (see BenchmarkDiff300).
 func BenchmarkMerge(b *testing.B) {
 	w := newBenchWorld(b, 300)
 	ctx := context.Background()
-	b.Run("service", func(b *testing.B) {
-		b.StopTimer()
-		open := mergeWorld(b, w, fmt.Sprintf("svc%d", b.N), b.N)
-		d := make([]time.Duration, 0, b.N)
-		for i := 0; i < b.N; i++ {
-			cur := open(i)
-			b.StartTimer()
-			start := time.Now()
-			if _, err := w.n.App.Pulls.Merge(ctx, w.admin, w.repo, cur, pull.MergeOptions{Version: cur.Version}); err != nil {
-				b.Fatal(err)
-			}
-			d = append(d, time.Since(start))
-			b.StopTimer()
+	git := w.n.App.Git
+	plumbing := func(pr *store.PullRequest) {
+		to, err := git.Output(ctx, gitcmd.Cmd{Dir: w.bare, Name: "rev-parse", Flags: []string{"--verify"}, Args: []string{"refs/heads/main"}})
+		if err != nil {
+			b.Fatal(err)
 		}
-		percentiles(b, d)
-	})
-	b.Run("plumbing", func(b *testing.B) {
-		b.StopTimer()
-		open := mergeWorld(b, w, fmt.Sprintf("raw%d", b.N), b.N)
-		git := w.n.App.Git
-		d := make([]time.Duration, 0, b.N)
-		for i := 0; i < b.N; i++ {
-			pr := open(i)
-			b.StartTimer()
-			start := time.Now()
-			to, err := git.Output(ctx, gitcmd.Cmd{Dir: w.bare, Name: "rev-parse", Flags: []string{"--verify"}, Args: []string{"refs/heads/main"}})
-			if err != nil {
-				b.Fatal(err)
-			}
-			head := strings.TrimSpace(string(to))
-			tree, err := git.Output(ctx, gitcmd.Cmd{Dir: w.bare, Name: "merge-tree", Flags: []string{"--write-tree"}, Args: []string{head, pr.FromSHA}})
-			if err != nil {
-				b.Fatal(err)
-			}
-			commit, err := git.Output(ctx, gitcmd.Cmd{Dir: w.bare, Name: "commit-tree", Flags: []string{"-p" + head, "-p" + pr.FromSHA},
-				Args: []string{strings.TrimSpace(string(tree))}, Stdin: strings.NewReader("merge\n")})
-			if err != nil {
-				b.Fatal(err)
-			}
-			env, done := w.n.App.Hooks.Register(hooks.Request{RepoID: w.repo.ID, Principal: w.admin, Transport: "bench"})
-			err = git.Run(ctx, gitcmd.Cmd{Dir: w.bare, Name: "update-ref", Args: []string{"refs/heads/main", strings.TrimSpace(string(commit)), head}, Env: env})
-			done()
-			if err != nil {
-				b.Fatal(err)
-			}
-			d = append(d, time.Since(start))
-			b.StopTimer()
+		head := strings.TrimSpace(string(to))
+		tree, err := git.Output(ctx, gitcmd.Cmd{Dir: w.bare, Name: "merge-tree", Flags: []string{"--write-tree"}, Args: []string{head, pr.FromSHA}})
+		if err != nil {
+			b.Fatal(err)
 		}
-		percentiles(b, d)
+		commit, err := git.Output(ctx, gitcmd.Cmd{Dir: w.bare, Name: "commit-tree", Flags: []string{"-p" + head, "-p" + pr.FromSHA},
+			Args: []string{strings.TrimSpace(string(tree))}, Stdin: strings.NewReader("merge\n")})
+		if err != nil {
+			b.Fatal(err)
+		}
+		env, done := w.n.App.Hooks.Register(hooks.Request{RepoID: w.repo.ID, Principal: w.admin, Transport: "bench"})
+		err = git.Run(ctx, gitcmd.Cmd{Dir: w.bare, Name: "update-ref", Args: []string{"refs/heads/main", strings.TrimSpace(string(commit)), head}, Env: env})
+		done()
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Run("service-vs-plumbing", func(b *testing.B) {
+		b.StopTimer()
+		open := mergeWorld(b, w, fmt.Sprintf("m%d", b.N), 2*b.N)
+		svc := make([]time.Duration, 0, b.N)
+		raw := make([]time.Duration, 0, b.N)
+		for i := 0; i < b.N; i++ {
+			for _, service := range []bool{i%2 == 0, i%2 != 0} {
+				pr := open(len(svc) + len(raw))
+				b.StartTimer()
+				start := time.Now()
+				if service {
+					if _, err := w.n.App.Pulls.Merge(ctx, w.admin, w.repo, pr, pull.MergeOptions{Version: pr.Version}); err != nil {
+						b.Fatal(err)
+					}
+					svc = append(svc, time.Since(start))
+				} else {
+					plumbing(pr)
+					raw = append(raw, time.Since(start))
+				}
+				b.StopTimer()
+				if !service {
+					// Bare plumbing does not close the pull request; an
+					// open one would be rescoped by every later merge.
+					if _, err := w.n.App.Pulls.Decline(ctx, w.admin, pr, pr.Version); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+		}
+		compare(b, "plumbing", raw, "service", svc)
 	})
+	// b.N merges in rounds of 20 started at once into main (one round
+	// at -benchtime 20x): every round's merges all succeed or get a
+	// retryable refusal, counted.
 	b.Run("concurrent20", func(b *testing.B) {
 		var all []time.Duration
-		for i := 0; i < b.N; i++ {
+		for i := 0; i < max(1, b.N/20); i++ {
 			b.StopTimer()
 			open := mergeWorld(b, w, fmt.Sprintf("c%d-%d", b.N, i), 20)
 			var prs []*store.PullRequest
@@ -231,6 +339,7 @@ func BenchmarkMerge(b *testing.B) {
 			var mu sync.Mutex
 			var wg sync.WaitGroup
 			failed := 0
+			round := time.Now()
 			for _, pr := range prs {
 				wg.Add(1)
 				go func() {
@@ -246,6 +355,7 @@ func BenchmarkMerge(b *testing.B) {
 				}()
 			}
 			wg.Wait()
+			b.ReportMetric(float64(time.Since(round).Milliseconds()), "round-ms")
 			b.ReportMetric(float64(failed), "retryable-refusals")
 		}
 		percentiles(b, all)

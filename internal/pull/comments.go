@@ -75,6 +75,7 @@ func (s *Service) AddComment(ctx context.Context, p *auth.Principal, pr *store.P
 	}
 	s.activity(ctx, pr.ID, p.UserID, "COMMENTED", c.ID, map[string]string{"commentAction": "ADDED"})
 	s.emit(ctx, pr, "pr:comment:added", p)
+	s.notify(notifyArgs{Kind: store.NotifyComment, PRID: pr.ID, ActorID: p.UserID, CommentID: c.ID})
 	return c, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -76,6 +77,36 @@ type diffResult struct {
 	truncated  bool // files, lines or bytes were cut
 	text       []byte
 	files      []fileText // text split per file, in order
+
+	// The whole diff rendered as the API's JSON, made once per node on
+	// first use: parsing 300 files into hunks and encoding them costs
+	// more than everything else a cached read does together.
+	renderOnce sync.Once
+	rendered   []byte
+	renderErr  error
+}
+
+// json is the whole diff as the API serves it (encoding/json with HTML
+// escaping, newline-terminated, like the API's own encoder).
+func (d *diffResult) json() ([]byte, error) {
+	d.renderOnce.Do(func() {
+		out := &Diff{FromHash: d.base, ToHash: d.from, Files: make([]FileDiff, 0, len(d.files)), Truncated: d.truncated}
+		for _, f := range d.files {
+			out.Files = append(out.Files, toFileDiff(f))
+		}
+		d.rendered, d.renderErr = encodeJSON(out)
+	})
+	return d.rendered, d.renderErr
+}
+
+func encodeJSON(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(true)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
 }
 
 type fileText struct {
@@ -608,6 +639,30 @@ func (s *Service) diffOnRequest(ctx context.Context, pr *store.PullRequest, path
 		out.Files = append(out.Files, fd)
 	}
 	return out, nil
+}
+
+// DiffJSON is Diff rendered as the API's JSON, with an entity tag. The
+// whole diff (no path, whitespace shown) is rendered once per node and
+// served as bytes from then on; the tag is a function of the pull request,
+// its two commits and the options, so it changes exactly when the answer
+// does.
+func (s *Service) DiffJSON(ctx context.Context, pr *store.PullRequest, o DiffOptions) (body []byte, etag string, err error) {
+	opts := sha256.Sum256([]byte(fmt.Sprintf("%t\x00%s", o.IgnoreWhitespace, o.Path)))
+	etag = fmt.Sprintf(`"pr%d-%s-%s-%x"`, pr.ID, pr.BaseSHA, pr.FromSHA, opts[:6])
+	if o.Path != "" || o.IgnoreWhitespace {
+		d, err := s.Diff(ctx, pr, o)
+		if err != nil {
+			return nil, "", err
+		}
+		body, err = encodeJSON(d)
+		return body, etag, err
+	}
+	d, err := s.diff(ctx, pr)
+	if err != nil {
+		return nil, "", err
+	}
+	body, err = d.json()
+	return body, etag, err
 }
 
 // RawDiff is the stored unified diff text and whether it was cut.

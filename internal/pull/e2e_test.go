@@ -33,7 +33,12 @@ type world struct {
 
 func newWorld(t *testing.T) *world {
 	t.Helper()
-	n := testbed.NewNode(t, testbed.NodeOptions{})
+	return newWorldOpts(t, testbed.NodeOptions{})
+}
+
+func newWorldOpts(t *testing.T, opts testbed.NodeOptions) *world {
+	t.Helper()
+	n := testbed.NewNode(t, opts)
 	w := &world{t: t, n: n, repo: n.CreateRepo(t, "PRJ", "app")}
 	w.bare = n.App.Repos.Path(w.repo.ID)
 	w.admin = "admin:" + n.AdminPassword

@@ -61,9 +61,11 @@ func (s *Service) isAncestor(ctx context.Context, dir, a, b string, env []string
 
 // mergeTree merges ours and theirs in the object database. It returns the
 // tree and, when the merge conflicts, the conflicted paths (and no error).
-func (s *Service) mergeTree(ctx context.Context, dir, ours, theirs string) (tree string, conflicts []string, err error) {
+// It writes tree and blob objects, never a commit; env may point the
+// writes at a scratch object directory (see scratchODB).
+func (s *Service) mergeTree(ctx context.Context, dir string, env []string, ours, theirs string) (tree string, conflicts []string, err error) {
 	out, err := s.git.Output(ctx, gitcmd.Cmd{Dir: dir, Name: "merge-tree",
-		Flags: []string{"--write-tree", "-z", "--name-only", "--no-messages"}, Args: []string{ours, theirs}})
+		Flags: []string{"--write-tree", "-z", "--name-only", "--no-messages"}, Args: []string{ours, theirs}, Env: env})
 	code := gitcmd.ExitCode(err)
 	if err != nil && code != 1 {
 		var ee *gitcmd.ExitError
@@ -132,8 +134,9 @@ func clean(v string) string {
 	return v
 }
 
-// commitTree writes a commit of tree with parents and message.
-func (s *Service) commitTree(ctx context.Context, dir, tree string, parents []string, message string, id identity) (string, error) {
+// commitTree writes a commit of tree with parents and message, into the
+// object directory env names (the repository's when env is nil).
+func (s *Service) commitTree(ctx context.Context, dir string, env []string, tree string, parents []string, message string, id identity) (string, error) {
 	args := []string{tree}
 	flags := []string{}
 	for _, p := range parents {
@@ -142,7 +145,7 @@ func (s *Service) commitTree(ctx context.Context, dir, tree string, parents []st
 		flags = append(flags, "-p"+p)
 	}
 	out, err := s.git.Output(ctx, gitcmd.Cmd{Dir: dir, Name: "commit-tree", Flags: flags, Args: args,
-		Stdin: strings.NewReader(message), Env: id.env()})
+		Stdin: strings.NewReader(message), Env: append(id.env(), env...)})
 	if err != nil {
 		return "", fmt.Errorf("commit-tree: %w", err)
 	}

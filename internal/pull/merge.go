@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -140,8 +141,12 @@ type MergeStatus struct {
 	Strategy   string   `json:"strategy"`
 }
 
-// CanMerge runs the checks and a merge in the object database (nothing is
-// written but unreferenced objects).
+// CanMerge answers "can it merge, and why not" without writing anything
+// to the repository. The merge checks (approvals, needs work, tasks,
+// builds, branch permissions) are database reads and run live on every
+// call; whether the commits merge under the strategy is a function of the
+// two commits and the strategy only, so it is computed once per (source
+// commit, target commit, strategy) and reused (mergestatus.go).
 func (s *Service) CanMerge(ctx context.Context, p *auth.Principal, target *store.Repository, pr *store.PullRequest, strategy string) (*MergeStatus, error) {
 	if pr.State != store.PullOpen {
 		return nil, errNotOpen(pr)
@@ -162,20 +167,23 @@ func (s *Service) CanMerge(ctx context.Context, p *auth.Principal, target *store
 	if out.Vetoes == nil {
 		out.Vetoes = []Veto{}
 	}
-	dir := s.repos.Path(pr.RepoID)
-	to, err := s.resolve(ctx, dir, pr.ToRef)
+	// The target is read live: between a push and its rescope job the
+	// stored ToSHA is behind, and the answer must be about the branch as
+	// it is now.
+	to, err := s.resolve(ctx, s.repos.Path(pr.RepoID), pr.ToRef)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := s.build(ctx, dir, strategy, to, pr, target, identity{name: "Sluice", email: "sluice@localhost"}, ""); err != nil {
-		var ve *VetoError
-		if !errors.As(err, &ve) {
-			return nil, err
-		}
-		out.Vetoes = append(out.Vetoes, ve.Vetoes...)
-		if len(ve.Conflicts) > 0 {
-			out.Conflicted, out.Outcome, out.Conflicts = true, "CONFLICTED", ve.Conflicts
-		}
+	if to == "" {
+		return nil, problem.New(problem.NotFound, "target branch %q not found", shortRef(pr.ToRef))
+	}
+	o, err := s.mergeOutcome(ctx, pr, to, strategy)
+	if err != nil {
+		return nil, err
+	}
+	out.Vetoes = append(out.Vetoes, o.vetoes...)
+	if len(o.conflicts) > 0 {
+		out.Conflicted, out.Outcome, out.Conflicts = true, "CONFLICTED", slices.Clone(o.conflicts)
 	}
 	out.CanMerge = len(out.Vetoes) == 0
 	return out, nil
@@ -284,7 +292,7 @@ func (s *Service) Merge(ctx context.Context, p *auth.Principal, target *store.Re
 		} else if ok {
 			return nil, problem.New(problem.Conflict, "the target branch already contains the source branch; the pull request was merged already")
 		}
-		if tip, err = s.build(ctx, dir, strategy, to, pr, target, id, o.Message); err != nil {
+		if tip, err = s.build(ctx, dir, nil, strategy, to, pr, target, id, o.Message); err != nil {
 			return nil, err
 		}
 		err = s.updateRef(ctx, pr.RepoID, p, pr.ToRef, tip, to)
@@ -309,6 +317,7 @@ func (s *Service) Merge(ctx context.Context, p *auth.Principal, target *store.Re
 		}
 	}
 	s.emit(ctx, merged, "pr:merged", p)
+	s.notify(notifyArgs{Kind: store.NotifyMerged, PRID: pr.ID, ActorID: actorID(p)})
 	return merged, nil
 }
 
@@ -356,23 +365,21 @@ func (s *Service) identityOf(ctx context.Context, p *auth.Principal) identity {
 
 // build computes the new tip of the target for strategy without touching
 // any ref. Conflicts come back as a VetoError listing the files.
-func (s *Service) build(ctx context.Context, dir, strategy, to string, pr *store.PullRequest, target *store.Repository, id identity, message string) (string, error) {
+func (s *Service) build(ctx context.Context, dir string, env []string, strategy, to string, pr *store.PullRequest, target *store.Repository, id identity, message string) (string, error) {
 	from := pr.FromSHA
 	if message == "" {
 		message = fmt.Sprintf("Merge pull request #%d in %s/%s from %s to %s\n\n%s\n", pr.Number, target.ProjectKey, target.Slug,
 			shortRef(pr.FromRef), shortRef(pr.ToRef), pr.Title)
 	}
 	ffable := func() (bool, error) { return s.isAncestor(ctx, dir, to, from, nil) }
-	notFF := &VetoError{Vetoes: []Veto{{"Fast-forward not possible",
-		fmt.Sprintf("strategy %s needs the source branch to contain the target branch; rebase the source branch first", strategy)}}}
+	notFF := &VetoError{Vetoes: []Veto{notFastForward(strategy)}}
 	mergeTree := func(ours, theirs string) (string, error) {
-		tree, conflicts, err := s.mergeTree(ctx, dir, ours, theirs)
+		tree, conflicts, err := s.mergeTree(ctx, dir, env, ours, theirs)
 		if err != nil {
 			return "", err
 		}
 		if len(conflicts) > 0 {
-			return "", &VetoError{Conflicts: conflicts, Vetoes: []Veto{{"Merge conflicts",
-				"merge conflicts in " + strings.Join(conflicts, ", ")}}}
+			return "", &VetoError{Conflicts: conflicts, Vetoes: []Veto{conflictVeto(conflicts)}}
 		}
 		return tree, nil
 	}
@@ -394,7 +401,7 @@ func (s *Service) build(ctx context.Context, dir, strategy, to string, pr *store
 		if err != nil {
 			return "", err
 		}
-		return s.commitTree(ctx, dir, tree, []string{to, from}, message, id)
+		return s.commitTree(ctx, dir, env, tree, []string{to, from}, message, id)
 	case Squash, SquashFFOnly:
 		tree := from + "^{tree}"
 		if strategy == SquashFFOnly {
@@ -412,13 +419,13 @@ func (s *Service) build(ctx context.Context, dir, strategy, to string, pr *store
 			}
 		}
 		author := s.authorOf(ctx, pr, id)
-		return s.commitTree(ctx, dir, tree, []string{to}, squashMessage(pr, message), author)
+		return s.commitTree(ctx, dir, env, tree, []string{to}, squashMessage(pr, message), author)
 	case RebaseNoFF:
-		tip, err := s.rebase(ctx, dir, to, from, id)
+		tip, err := s.rebase(ctx, dir, env, to, from, id)
 		if err != nil {
 			return "", err
 		}
-		return s.commitTree(ctx, dir, tip+"^{tree}", []string{to, tip}, message, id)
+		return s.commitTree(ctx, dir, env, tip+"^{tree}", []string{to, tip}, message, id)
 	}
 	return "", problem.New(problem.Invalid, "unknown merge strategy %q", strategy)
 }
@@ -448,7 +455,7 @@ func (s *Service) authorOf(ctx context.Context, pr *store.PullRequest, committer
 // new tip. Each commit C with parent P becomes merge-tree(X, C) where X is
 // a synthetic commit with the current tip's tree and parent P: their merge
 // base is P, so the result is the tip plus C's own change.
-func (s *Service) rebase(ctx context.Context, dir, to, from string, id identity) (string, error) {
+func (s *Service) rebase(ctx context.Context, dir string, env []string, to, from string, id identity) (string, error) {
 	commits, err := s.revList(ctx, dir, from, to)
 	if err != nil {
 		var pe *problem.Error
@@ -466,11 +473,11 @@ func (s *Service) rebase(ctx context.Context, dir, to, from string, id identity)
 		if len(info.parents) != 1 {
 			return "", &VetoError{Vetoes: []Veto{{"Rebase not possible", fmt.Sprintf("commit %s has no parent to replay from", c[:11])}}}
 		}
-		synthetic, err := s.commitTree(ctx, dir, tip+"^{tree}", []string{info.parents[0]}, "rebase base\n", id)
+		synthetic, err := s.commitTree(ctx, dir, env, tip+"^{tree}", []string{info.parents[0]}, "rebase base\n", id)
 		if err != nil {
 			return "", err
 		}
-		tree, conflicts, err := s.mergeTree(ctx, dir, synthetic, c)
+		tree, conflicts, err := s.mergeTree(ctx, dir, env, synthetic, c)
 		if err != nil {
 			return "", err
 		}
@@ -480,7 +487,7 @@ func (s *Service) rebase(ctx context.Context, dir, to, from string, id identity)
 		}
 		replay := id
 		replay.authorName, replay.authorEmail, replay.authorDate = info.authorName, info.authorEmail, info.date
-		if tip, err = s.commitTree(ctx, dir, tree, []string{tip}, info.message, replay); err != nil {
+		if tip, err = s.commitTree(ctx, dir, env, tree, []string{tip}, info.message, replay); err != nil {
 			return "", err
 		}
 	}

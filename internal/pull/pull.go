@@ -13,7 +13,10 @@
 //     singleflight keyed by pull request, base and source commit), so it is
 //     never answered with an empty diff. Every diff is bounded (files,
 //     lines, bytes) and says "truncated" when a bound cut it, instead of
-//     timing out.
+//     timing out. Each node renders the whole diff to the API's JSON once
+//     (DiffJSON) and serves those bytes, with an entity tag made of the
+//     pull request and its two commits, from then on: parsing 300 files
+//     into hunks and encoding them was most of a cached read.
 //
 //   - Merges run on the object database only: `git merge-tree
 //     --write-tree` gives the merged tree (or the conflicted files),
@@ -31,8 +34,17 @@
 //     parent) and C: the merge base is C's parent, so the result is T plus
 //     C's change.
 //
-//   - Merge checks live in one place (checks.go). Each is off by default;
+//   - Merge checks live in one place (Service.checks). Each is off by default;
 //     a refusal lists every check that failed, not the first.
+//
+//   - "Can it merge?" (CanMerge, asked by every view of an open pull
+//     request) runs the checks live but never merges on the request path
+//     when it need not: whether two commits merge under a strategy is
+//     remembered per (source commit, target commit, strategy), in memory
+//     and in the pull request's row (recorded by the prepare job), and a
+//     dry run, when one is needed, writes into a scratch object directory
+//     that is thrown away, so a GET leaves nothing in the repository
+//     (mergestatus.go).
 //
 //   - Rescope: hooks.OnRefsChanged enqueues a job for every moved branch;
 //     the job finds the open pull requests whose source or target it is,
@@ -47,6 +59,23 @@
 //     preview merge, while it merges cleanly), for CI. gitcmd's
 //     uploadpack.hideRefs and receive.hideRefs keep them out of clones and
 //     pushes.
+//
+//   - Forks: the parent cannot read a fork's objects, so a fork's source
+//     commit is fetched into the parent's refs/pull-requests/N/from. That
+//     makes the fork's commits present in the parent, but not part of its
+//     history: repo.IsReachable (what the commit, raw and diff APIs check
+//     before serving a commit named by id) leaves refs/pull-requests out,
+//     so they are served by the parent only through the pull request,
+//     until a merge brings them into a branch. The other way, a fork
+//     reads its parent's objects through alternates, but serves only what
+//     its own refs reach, so a parent's commits made after the fork (or
+//     after the fork's owner lost access) never show through it.
+//
+//   - Notifications (review requested, a comment on one's pull request,
+//     merged, declined) are a job: an inbox row per recipient who can
+//     still read the repository, unique per event so a retried job adds
+//     nothing twice, then email through net/smtp when SMTP is configured
+//     (notify.go).
 //
 //   - Branch permissions are enforced twice with the same code: in
 //     pre-receive (hooks.Policy, for pushes over HTTP and SSH, reading the
@@ -104,6 +133,8 @@ type Config struct {
 	WebhookTimeout time.Duration
 	// WebhookAttempts bounds deliveries of one event (default 5).
 	WebhookAttempts int
+	// SMTP sends notification email; an empty Host sends none.
+	SMTP SMTPConfig
 }
 
 func (c *Config) defaults() {
@@ -125,12 +156,23 @@ func (c *Config) defaults() {
 	if c.WebhookAttempts <= 0 {
 		c.WebhookAttempts = 5
 	}
+	if c.SMTP.Port <= 0 {
+		c.SMTP.Port = 25
+	}
+	if c.SMTP.Timeout <= 0 {
+		c.SMTP.Timeout = 30 * time.Second
+	}
 }
 
 // Deps is what the service needs from the node.
 type Deps struct {
-	Store      store.Store
-	Pulls      store.PullStore
+	Store store.Store
+	Pulls store.PullStore
+	// Notifications is the inbox store; nil turns notifications off.
+	Notifications store.NotificationStore
+	// Auth, when set, keeps notifications from users who can no longer
+	// read the repository.
+	Auth       *auth.Service
 	Repos      *repo.Manager
 	Git        *gitcmd.Runner
 	Hooks      *hooks.Server
@@ -144,6 +186,8 @@ type Deps struct {
 type Service struct {
 	st      store.Store
 	ps      store.PullStore
+	notes   store.NotificationStore
+	auth    *auth.Service
 	repos   *repo.Manager
 	git     *gitcmd.Runner
 	hooks   *hooks.Server
@@ -152,9 +196,12 @@ type Service struct {
 	cfg     Config
 	metrics *metrics
 	diffs   flight[*diffResult]
-	mem     memCache
-	merging branchLocks
-	webhook *webhookClient
+	// dryRuns and outcomes are the merge status (mergestatus.go).
+	dryRuns  flight[*mergeOutcome]
+	outcomes outcomeCache
+	mem      memCache
+	merging  branchLocks
+	webhook  *webhookClient
 }
 
 type metrics struct {
@@ -162,6 +209,13 @@ type metrics struct {
 	diffs      *prometheus.CounterVec
 	rescopes   prometheus.Counter
 	deliveries *prometheus.CounterVec
+	// mergeStatus counts CanMerge's merge status lookups by where the
+	// answer came from: memory, stored (the pull request row), joined
+	// (another caller's dry run) or computed (a dry run).
+	mergeStatus *prometheus.CounterVec
+	// forkChecks counts pushes to forks checked for borrowed objects, by
+	// outcome (forkpush.go).
+	forkChecks *prometheus.CounterVec
 }
 
 // New builds the service, registers its job handlers, listens to ref
@@ -190,16 +244,24 @@ func New(d Deps) (*Service, error) {
 			Name: "sluice_pull_webhook_deliveries_total",
 			Help: "Webhook delivery attempts, by outcome.",
 		}, []string{"outcome"}),
+		mergeStatus: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_pull_merge_status_lookups_total",
+			Help: "Merge status lookups of CanMerge, by source (memory, stored, joined, computed).",
+		}, []string{"source"}),
+		forkChecks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_pull_fork_push_checks_total",
+			Help: "Pushes to forks checked for objects borrowed from the parent, by outcome (skipped, accepted, rejected).",
+		}, []string{"outcome"}),
 	}
 	if d.Registerer != nil {
-		for _, c := range []prometheus.Collector{m.merges, m.diffs, m.rescopes, m.deliveries} {
+		for _, c := range []prometheus.Collector{m.merges, m.diffs, m.rescopes, m.deliveries, m.mergeStatus, m.forkChecks} {
 			if err := d.Registerer.Register(c); err != nil {
 				return nil, fmt.Errorf("register pull metrics: %w", err)
 			}
 		}
 	}
 	s := &Service{
-		st: d.Store, ps: d.Pulls, repos: d.Repos, git: d.Git, hooks: d.Hooks, jobs: d.Jobs,
+		st: d.Store, ps: d.Pulls, notes: d.Notifications, auth: d.Auth, repos: d.Repos, git: d.Git, hooks: d.Hooks, jobs: d.Jobs,
 		logger: d.Logger.With("component", "pull"), cfg: d.Config, metrics: m,
 	}
 	s.webhook = newWebhookClient(d.Config.WebhookAllow, d.Config.WebhookTimeout)
@@ -207,6 +269,7 @@ func New(d Deps) (*Service, error) {
 		s.jobs.Handle(JobRescope, s.runRescope)
 		s.jobs.Handle(JobPrepare, s.runPrepare)
 		s.jobs.Handle(JobWebhook, s.runWebhook)
+		s.jobs.Handle(JobNotify, s.runNotify)
 	}
 	if s.hooks != nil {
 		s.hooks.OnRefsChanged(s.refsChanged)
@@ -260,6 +323,10 @@ type Settings struct {
 	Checks Checks `json:"checks"`
 	// DefaultReviewers are added to new pull requests whose branches match.
 	DefaultReviewers []ReviewerRule `json:"defaultReviewers,omitempty"`
+	// ResetApprovalsOnChange withdraws every approval when the source
+	// branch gets new commits (Bitbucket's "reset approvals when the
+	// source branch is modified"): an approval is of the code reviewed.
+	ResetApprovalsOnChange bool `json:"resetApprovalsOnChange,omitempty"`
 }
 
 // Checks configures the merge checks.

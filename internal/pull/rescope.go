@@ -88,6 +88,7 @@ func (s *Service) Rescope(ctx context.Context, pr *store.PullRequest) error {
 		}
 		s.activity(ctx, pr.ID, 0, "DECLINED", 0, map[string]string{"reason": "branch deleted"})
 		s.emit(ctx, &upd, "pr:declined", nil)
+		s.notify(notifyArgs{Kind: store.NotifyDeclined, PRID: pr.ID, Version: upd.Version})
 		return nil
 	}
 	if from == pr.FromSHA && to == pr.ToSHA {
@@ -120,11 +121,41 @@ func (s *Service) Rescope(ctx context.Context, pr *store.PullRequest) error {
 	if upd.FromSHA != pr.FromSHA {
 		s.activity(ctx, pr.ID, 0, "RESCOPED", 0, map[string]string{"fromHash": upd.FromSHA, "previousFromHash": pr.FromSHA})
 		s.emit(ctx, &upd, "pr:from_ref_updated", nil)
+		if err := s.resetApprovals(ctx, &upd); err != nil {
+			return err
+		}
 	}
 	if err := s.drift(ctx, &upd, pr.BaseSHA, pr.FromSHA); err != nil {
 		s.logger.Warn("comment drift", "pr_id", pr.ID, "err", err)
 	}
 	return s.prepare(ctx, &upd)
+}
+
+// resetApprovals withdraws the approvals of a pull request whose source
+// moved, when its repository asks for it. Only the first rescope to see a
+// move gets here (RescopePullRequest's compare-and-swap), so a retried job
+// does not reset approvals given after the move.
+func (s *Service) resetApprovals(ctx context.Context, pr *store.PullRequest) error {
+	st, err := s.GetSettings(ctx, pr.RepoID)
+	if err != nil || !st.ResetApprovalsOnChange {
+		return err
+	}
+	parts, err := s.ps.Participants(ctx, pr.ID)
+	if err != nil {
+		return err
+	}
+	approved := false
+	for _, p := range parts {
+		approved = approved || p.Status == store.StatusApproved
+	}
+	if !approved {
+		return nil
+	}
+	if err := s.ps.ResetApprovals(ctx, pr.ID); err != nil {
+		return err
+	}
+	s.activity(ctx, pr.ID, 0, "UNAPPROVED", 0, map[string]string{"reason": "source branch changed", "fromHash": pr.FromSHA})
+	return nil
 }
 
 func (s *Service) runPrepare(ctx context.Context, payload json.RawMessage) error {
@@ -148,7 +179,12 @@ func (s *Service) runPrepare(ctx context.Context, payload json.RawMessage) error
 // prepare computes and stores the diff (joining a request computing it
 // already) and the merge preview.
 func (s *Service) prepare(ctx context.Context, pr *store.PullRequest) error {
-	if _, err := s.diff(ctx, pr); err != nil {
+	d, err := s.diff(ctx, pr)
+	if err != nil {
+		return err
+	}
+	// Warm this node's rendered copy while nobody waits for it.
+	if _, err := d.json(); err != nil {
 		return err
 	}
 	return s.preview(ctx, pr)
@@ -160,9 +196,9 @@ func (s *Service) prepare(ctx context.Context, pr *store.PullRequest) error {
 func (s *Service) preview(ctx context.Context, pr *store.PullRequest) error {
 	dir := s.repos.Path(pr.RepoID)
 	ref := fmt.Sprintf("refs/pull-requests/%d/merge", pr.Number)
-	tree, conflicts, err := s.mergeTree(ctx, dir, pr.ToSHA, pr.FromSHA)
+	tree, conflicts, err := s.mergeTree(ctx, dir, nil, pr.ToSHA, pr.FromSHA)
 	if problem.Is(err, problem.Conflict) {
-		conflicts = []string{"(no common history)"}
+		conflicts = []string{noHistory}
 	} else if err != nil {
 		return err
 	}
@@ -172,10 +208,10 @@ func (s *Service) preview(ctx context.Context, pr *store.PullRequest) error {
 				s.logger.Warn("remove merge ref", "pr_id", pr.ID, "err", err)
 			}
 		}
-		return s.ps.SetMergeStatus(ctx, pr.ID, pr.FromSHA, pr.ToSHA, "CONFLICTED", strings.Join(conflicts, "\n"))
+		return s.ps.SetMergeStatus(ctx, pr.ID, pr.FromSHA, pr.ToSHA, mergeConflicted, strings.Join(conflicts, "\n"))
 	}
 	msg := fmt.Sprintf("Merge pull request #%d preview\n", pr.Number)
-	commit, err := s.commitTree(ctx, dir, tree, []string{pr.ToSHA, pr.FromSHA}, msg, identity{name: "Sluice", email: "sluice@localhost",
+	commit, err := s.commitTree(ctx, dir, nil, tree, []string{pr.ToSHA, pr.FromSHA}, msg, identity{name: "Sluice", email: "sluice@localhost",
 		// A fixed date makes the preview commit a function of its inputs,
 		// so recomputing it does not move the ref needlessly.
 		authorDate: "1000000000 +0000", committerDate: "1000000000 +0000"})
@@ -185,5 +221,5 @@ func (s *Service) preview(ctx context.Context, pr *store.PullRequest) error {
 	if err := s.updateRef(ctx, pr.RepoID, nil, ref, commit, ""); err != nil {
 		return err
 	}
-	return s.ps.SetMergeStatus(ctx, pr.ID, pr.FromSHA, pr.ToSHA, "CLEAN", "")
+	return s.ps.SetMergeStatus(ctx, pr.ID, pr.FromSHA, pr.ToSHA, mergeClean, "")
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"path"
-	"path/filepath"
 	"strings"
 
 	"github.com/sluice-scm/sluice/internal/auth"
@@ -177,13 +176,19 @@ func (s *Service) judge(ctx context.Context, p *auth.Principal, rs []store.Branc
 	return msgs, nil
 }
 
-// CheckPush is the pre-receive policy (hooks.Policy): every ref update of
-// the push is judged against the repository's and its project's branch
+// CheckPush is the pre-receive policy (hooks.Policy): a push to a fork
+// may not borrow objects of the parent (forkpush.go), and every ref update
+// of the push is judged against the repository's and its project's branch
 // permissions, with the pushed objects read from quarantine.
 func (s *Service) CheckPush(ctx context.Context, req hooks.Request, updates []hooks.RefUpdate, quarantineEnv []string) error {
 	rp, err := s.st.RepoByID(ctx, req.RepoID)
 	if err != nil {
 		return err
+	}
+	if rp.ForkOf != 0 {
+		if err := s.checkForkPush(ctx, req, rp, updates, quarantineEnv); err != nil {
+			return err
+		}
 	}
 	rs, err := s.ps.RestrictionsFor(ctx, rp.ID, rp.ProjectID)
 	if err != nil || len(rs) == 0 {
@@ -191,7 +196,6 @@ func (s *Service) CheckPush(ctx context.Context, req hooks.Request, updates []ho
 	}
 	groups := s.groupsOf(ctx, req.Principal)
 	dir := s.repos.Path(rp.ID)
-	quarantineEnv = cleanEnvPaths(quarantineEnv)
 	var msgs []string
 	for _, u := range updates {
 		u := u
@@ -207,24 +211,6 @@ func (s *Service) CheckPush(ctx context.Context, req hooks.Request, updates []ho
 		return problem.New(problem.Forbidden, "%s", strings.Join(msgs, "\nsluice: "))
 	}
 	return nil
-}
-
-// cleanEnvPaths cleans the paths of the quarantine variables: git hands
-// them over as "repo.git/./objects/…", which gitcmd (rightly) refuses as
-// unclean. Cleaning "/./" and "//" does not change what they name.
-func cleanEnvPaths(env []string) []string {
-	out := make([]string, 0, len(env))
-	for _, kv := range env {
-		k, v, _ := strings.Cut(kv, "=")
-		parts := strings.Split(v, ":")
-		for i, p := range parts {
-			if p != "" {
-				parts[i] = filepath.Clean(p)
-			}
-		}
-		out = append(out, k+"="+strings.Join(parts, ":"))
-	}
-	return out
 }
 
 // Restrictions lists the restrictions of a repository (projectID 0) or a

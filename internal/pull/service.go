@@ -139,6 +139,13 @@ func (s *Service) Create(ctx context.Context, p *auth.Principal, target *store.R
 		s.logger.Warn("write pull request ref", "pr_id", pr.ID, "err", err)
 	}
 	s.activity(ctx, pr.ID, p.UserID, "OPENED", 0, nil)
+	var asked []int64
+	for _, pt := range parts {
+		if pt.Role == store.RoleReviewer {
+			asked = append(asked, pt.UserID)
+		}
+	}
+	s.notify(notifyArgs{Kind: store.NotifyReviewRequested, PRID: pr.ID, ActorID: p.UserID, Users: asked})
 	s.enqueue(JobPrepare, prepareArgs{PRID: pr.ID})
 	s.emit(ctx, pr, "pr:opened", p)
 	return pr, nil
@@ -260,9 +267,11 @@ func (s *Service) Update(ctx context.Context, p *auth.Principal, pr *store.PullR
 		return nil, err
 	}
 	if req.Reviewers != nil {
-		if err := s.setReviewers(ctx, &upd, *req.Reviewers); err != nil {
+		added, err := s.setReviewers(ctx, &upd, *req.Reviewers)
+		if err != nil {
 			return nil, err
 		}
+		s.notify(notifyArgs{Kind: store.NotifyReviewRequested, PRID: pr.ID, ActorID: actorID(p), Users: added})
 	}
 	s.activity(ctx, pr.ID, actorID(p), "UPDATED", 0, nil)
 	if retarget {
@@ -272,12 +281,14 @@ func (s *Service) Update(ctx context.Context, p *auth.Principal, pr *store.PullR
 }
 
 // setReviewers makes exactly ids the reviewers: new ones are added
-// unapproved, dropped ones stay as participants with their status.
-func (s *Service) setReviewers(ctx context.Context, pr *store.PullRequest, ids []int64) error {
+// unapproved, dropped ones stay as participants with their status. It
+// returns the users who became reviewers.
+func (s *Service) setReviewers(ctx context.Context, pr *store.PullRequest, ids []int64) ([]int64, error) {
 	parts, err := s.ps.Participants(ctx, pr.ID)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	var added []int64
 	want := map[int64]bool{}
 	for _, id := range ids {
 		if id != pr.AuthorID {
@@ -289,14 +300,15 @@ func (s *Service) setReviewers(ctx context.Context, pr *store.PullRequest, ids [
 		case pt.Role == store.RoleReviewer && !want[pt.UserID]:
 			pt.Role = store.RoleParticipant
 			if err := s.ps.PutParticipant(ctx, pr.ID, pt); err != nil {
-				return err
+				return nil, err
 			}
 		case pt.Role != store.RoleAuthor && want[pt.UserID]:
 			if pt.Role != store.RoleReviewer {
 				pt.Role = store.RoleReviewer
 				if err := s.ps.PutParticipant(ctx, pr.ID, pt); err != nil {
-					return err
+					return nil, err
 				}
+				added = append(added, pt.UserID)
 			}
 			delete(want, pt.UserID)
 		}
@@ -306,10 +318,11 @@ func (s *Service) setReviewers(ctx context.Context, pr *store.PullRequest, ids [
 			continue
 		}
 		if err := s.ps.PutParticipant(ctx, pr.ID, store.Participant{UserID: id, Role: store.RoleReviewer, Status: store.StatusUnapproved}); err != nil {
-			return err
+			return nil, err
 		}
+		added = append(added, id)
 	}
-	return nil
+	return added, nil
 }
 
 // SetStatus records a user's review: APPROVED, NEEDS_WORK or UNAPPROVED.
@@ -371,6 +384,7 @@ func (s *Service) Decline(ctx context.Context, p *auth.Principal, pr *store.Pull
 	}
 	s.activity(ctx, pr.ID, actorID(p), "DECLINED", 0, nil)
 	s.emit(ctx, &upd, "pr:declined", p)
+	s.notify(notifyArgs{Kind: store.NotifyDeclined, PRID: pr.ID, ActorID: actorID(p), Version: upd.Version})
 	return &upd, nil
 }
 

@@ -773,7 +773,12 @@ func (m *Manager) IsReachable(ctx context.Context, id int64, sha string) (bool, 
 }
 
 // reachable asks rev-list for the commits reachable from oid but from no
-// ref ("oid --not --all"), stopping at the first: none means reachable. The
+// ref ("oid --not --all"), stopping at the first: none means reachable.
+// "Own refs" are branches, tags and the like, not refs/pull-requests/*:
+// those hold commits fetched from forks (and preview merges) that the
+// repository's readers have not been shown through its history, so they
+// are served through the pull request's own endpoints and never by id
+// through the commit, raw or diff APIs. The
 // walk stops as soon as every path from oid meets history a ref reaches, so
 // for a commit on or near a branch it touches a handful of commits (fewer
 // still with a commit-graph's generation numbers), where for-each-ref
@@ -781,7 +786,7 @@ func (m *Manager) IsReachable(ctx context.Context, id int64, sha string) (bool, 
 // --not flips the sense back so that oid, which must come after
 // --end-of-options, counts as positive.
 func (m *Manager) reachable(ctx context.Context, dir, oid string) (bool, error) {
-	out, err := m.output(ctx, gitcmd.Cmd{Dir: dir, Name: "rev-list", Flags: []string{"--max-count=1", "--not", "--all", "--not"}, Args: []string{oid}})
+	out, err := m.output(ctx, gitcmd.Cmd{Dir: dir, Name: "rev-list", Flags: []string{"--max-count=1", "--not", "--exclude=refs/pull-requests/*", "--all", "--not"}, Args: []string{oid}})
 	if err != nil {
 		return false, fmt.Errorf("check reachability: %w", err)
 	}

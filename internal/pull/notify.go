@@ -1,0 +1,331 @@
+package pull
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"mime"
+	"net"
+	"net/mail"
+	"net/smtp"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sluice-scm/sluice/internal/auth"
+	"github.com/sluice-scm/sluice/internal/problem"
+	"github.com/sluice-scm/sluice/internal/store"
+)
+
+// Notifications. The request that causes an event (a review requested, a
+// comment, a merge, a decline) only enqueues a notify job; the job works
+// out who to tell, writes each one's inbox row, and emails those rows when
+// SMTP is configured. Rows are unique per (user, event), so a job River
+// retries after a failed email neither doubles the inbox nor re-sends the
+// mails that went out: it sends only the rows not yet marked emailed.
+//
+// A recipient who can no longer read the target repository is skipped: a
+// notification carries the pull request's title.
+
+// JobNotify is the notify job kind.
+const JobNotify = "pull-notify" // {kind, pr_id, actor_id, users, comment_id, version}
+
+// SMTPConfig is the mail server notifications go through. An empty Host
+// means no email.
+type SMTPConfig struct {
+	Host     string
+	Port     int
+	From     string
+	Username string
+	Password string
+	// BaseURL prefixes the links in mail (config server.base_url).
+	BaseURL string
+	// Timeout bounds one delivery (default 30 s).
+	Timeout time.Duration
+}
+
+type notifyArgs struct {
+	Kind      string  `json:"kind"`
+	PRID      int64   `json:"pr_id"`
+	ActorID   int64   `json:"actor_id,omitempty"`
+	Users     []int64 `json:"users,omitempty"` // new reviewers, for REVIEW_REQUESTED
+	CommentID int64   `json:"comment_id,omitempty"`
+	Version   int64   `json:"version,omitempty"` // tells a second decline from the first
+}
+
+// notify enqueues the notify job of one event.
+func (s *Service) notify(args notifyArgs) {
+	if args.Kind == store.NotifyReviewRequested && len(args.Users) == 0 {
+		return
+	}
+	s.enqueue(JobNotify, args)
+}
+
+func (a notifyArgs) dedupe() string {
+	switch a.Kind {
+	case store.NotifyComment:
+		return fmt.Sprintf("pr:%d:comment:%d", a.PRID, a.CommentID)
+	case store.NotifyDeclined:
+		return fmt.Sprintf("pr:%d:declined:%d", a.PRID, a.Version)
+	case store.NotifyMerged:
+		return fmt.Sprintf("pr:%d:merged", a.PRID)
+	}
+	return fmt.Sprintf("pr:%d:review", a.PRID)
+}
+
+func (s *Service) runNotify(ctx context.Context, payload json.RawMessage) error {
+	var args notifyArgs
+	if err := json.Unmarshal(payload, &args); err != nil {
+		return fmt.Errorf("decode notify args: %w", err)
+	}
+	if s.notes == nil {
+		return nil
+	}
+	pr, err := s.ps.PullRequestByID(ctx, args.PRID)
+	if problem.Is(err, problem.NotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	target, err := s.st.RepoByID(ctx, pr.RepoID)
+	if problem.Is(err, problem.NotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	recipients, title, body, err := s.recipients(ctx, args, pr, target)
+	if err != nil {
+		return err
+	}
+	dedupe := args.dedupe()
+	link := fmt.Sprintf("/projects/%s/repos/%s/pull-requests/%d", url.PathEscape(target.ProjectKey), url.PathEscape(target.Slug), pr.Number)
+	for _, uid := range recipients {
+		if uid == 0 || uid == args.ActorID || !s.canRead(ctx, uid, target) {
+			continue
+		}
+		n := &store.Notification{UserID: uid, Dedupe: dedupe, Kind: args.Kind, RepoID: pr.RepoID, PRID: pr.ID,
+			ActorID: args.ActorID, Title: title, Body: body, Link: link}
+		if _, err := s.notes.AddNotification(ctx, n); err != nil {
+			return err
+		}
+	}
+	if s.cfg.SMTP.Host == "" {
+		return nil
+	}
+	return s.mailUnsent(ctx, dedupe)
+}
+
+// recipients works out who hears of an event, and what they are told.
+func (s *Service) recipients(ctx context.Context, a notifyArgs, pr *store.PullRequest, target *store.Repository) ([]int64, string, string, error) {
+	actor := "Someone"
+	if a.ActorID != 0 {
+		if u, err := s.st.UserByID(ctx, a.ActorID); err == nil {
+			actor = u.DisplayName
+			if actor == "" {
+				actor = u.Name
+			}
+		}
+	}
+	ref := fmt.Sprintf("%s/%s#%d", target.ProjectKey, target.Slug, pr.Number)
+	switch a.Kind {
+	case store.NotifyReviewRequested:
+		return a.Users, fmt.Sprintf("%s asked you to review %s: %s", actor, ref, pr.Title), pr.Description, nil
+	case store.NotifyComment:
+		c, err := s.ps.CommentByID(ctx, pr.ID, a.CommentID)
+		if problem.Is(err, problem.NotFound) {
+			return nil, "", "", nil // deleted before the job ran
+		}
+		if err != nil {
+			return nil, "", "", err
+		}
+		users := []int64{pr.AuthorID}
+		if c.ParentID != 0 {
+			if parent, err := s.ps.CommentByID(ctx, pr.ID, c.ParentID); err == nil && !contains(users, parent.AuthorID) {
+				users = append(users, parent.AuthorID)
+			}
+		}
+		return users, fmt.Sprintf("%s commented on %s: %s", actor, ref, pr.Title), c.Text, nil
+	case store.NotifyMerged, store.NotifyDeclined:
+		parts, err := s.ps.Participants(ctx, pr.ID)
+		if err != nil {
+			return nil, "", "", err
+		}
+		users := []int64{pr.AuthorID}
+		for _, p := range parts {
+			if p.Role == store.RoleReviewer && !contains(users, p.UserID) {
+				users = append(users, p.UserID)
+			}
+		}
+		verb := "merged"
+		if a.Kind == store.NotifyDeclined {
+			verb = "declined"
+		}
+		return users, fmt.Sprintf("%s %s %s: %s", actor, verb, ref, pr.Title), "", nil
+	}
+	return nil, "", "", fmt.Errorf("unknown notification kind %q", a.Kind)
+}
+
+// canRead asks auth, when the service has it, whether the user may still
+// read the repository.
+func (s *Service) canRead(ctx context.Context, userID int64, r *store.Repository) bool {
+	u, err := s.st.UserByID(ctx, userID)
+	if err != nil || !u.Active {
+		return false
+	}
+	if s.auth == nil {
+		return true
+	}
+	res := auth.Resource{Repo: r}
+	if proj, err := s.st.ProjectByID(ctx, r.ProjectID); err == nil {
+		res.Project = proj
+	}
+	return s.auth.Authorize(ctx, &auth.Principal{UserID: u.ID, Name: u.Name}, res, auth.Read) == nil
+}
+
+// mailUnsent emails every notification of an event not yet emailed to a
+// user with an address, marking each once the server took it.
+func (s *Service) mailUnsent(ctx context.Context, dedupe string) error {
+	rows, err := s.notes.UnsentNotifications(ctx, dedupe)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, n := range rows {
+		u, err := s.st.UserByID(ctx, n.UserID)
+		if err != nil || u.Email == "" {
+			continue
+		}
+		if err := s.sendMail(ctx, u, &n); err != nil {
+			s.logger.Warn("send notification email", "notification_id", n.ID, "user_id", u.ID, "err", err)
+			errs = append(errs, err)
+			continue
+		}
+		if err := s.notes.MarkNotificationEmailed(ctx, n.ID); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// headerSafe keeps a value on one header line.
+func headerSafe(v string) string {
+	return strings.Map(func(r rune) rune {
+		if r == '\r' || r == '\n' || r == 0 {
+			return ' '
+		}
+		return r
+	}, v)
+}
+
+// message renders one notification as an RFC 5322 message.
+func (c *SMTPConfig) message(to string, n *store.Notification) []byte {
+	var b strings.Builder
+	fmt.Fprintf(&b, "From: %s\r\n", headerSafe(c.From))
+	fmt.Fprintf(&b, "To: %s\r\n", headerSafe(to))
+	fmt.Fprintf(&b, "Subject: %s\r\n", mime.QEncoding.Encode("utf-8", headerSafe(n.Title)))
+	fmt.Fprintf(&b, "Date: %s\r\n", n.CreatedAt.Format(time.RFC1123Z))
+	fmt.Fprintf(&b, "Message-ID: <sluice-notification-%d@%s>\r\n", n.ID, headerSafe(c.Host))
+	b.WriteString("MIME-Version: 1.0\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Transfer-Encoding: 8bit\r\n")
+	b.WriteString("Auto-Submitted: auto-generated\r\n\r\n")
+	body := n.Title + "\n\n"
+	if n.Body != "" {
+		body += n.Body + "\n\n"
+	}
+	body += strings.TrimRight(c.BaseURL, "/") + n.Link + "\n"
+	// SMTP lines end in CRLF and a line holding only "." ends the data;
+	// textproto's DotWriter (under smtp.Client.Data) escapes the dots.
+	b.WriteString(strings.ReplaceAll(strings.ReplaceAll(body, "\r\n", "\n"), "\n", "\r\n"))
+	return []byte(b.String())
+}
+
+// sendMail delivers one message with net/smtp: STARTTLS when the server
+// offers it, PLAIN authentication when configured, bounded by a deadline
+// on the connection (net/smtp itself has no timeouts).
+func (s *Service) sendMail(ctx context.Context, u *store.User, n *store.Notification) error {
+	c := &s.cfg.SMTP
+	to, err := mail.ParseAddress(u.Email)
+	if err != nil {
+		return fmt.Errorf("user %d has an invalid email address", u.ID)
+	}
+	addr := net.JoinHostPort(c.Host, strconv.Itoa(c.Port))
+	ctx, cancel := context.WithTimeout(ctx, c.Timeout)
+	defer cancel()
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return fmt.Errorf("dial smtp: %w", err)
+	}
+	deadline, _ := ctx.Deadline()
+	_ = conn.SetDeadline(deadline)
+	cl, err := smtp.NewClient(conn, c.Host)
+	if err != nil {
+		conn.Close()
+		return fmt.Errorf("smtp greeting: %w", err)
+	}
+	defer cl.Close()
+	if ok, _ := cl.Extension("STARTTLS"); ok {
+		if err := cl.StartTLS(&tls.Config{ServerName: c.Host, MinVersion: tls.VersionTLS12}); err != nil {
+			return fmt.Errorf("smtp starttls: %w", err)
+		}
+	}
+	if c.Username != "" {
+		if err := cl.Auth(smtp.PlainAuth("", c.Username, c.Password, c.Host)); err != nil {
+			return fmt.Errorf("smtp auth: %w", err)
+		}
+	}
+	from, err := mail.ParseAddress(c.From)
+	if err != nil {
+		return fmt.Errorf("smtp from address: %w", err)
+	}
+	if err := cl.Mail(from.Address); err != nil {
+		return fmt.Errorf("smtp mail from: %w", err)
+	}
+	if err := cl.Rcpt(to.Address); err != nil {
+		return fmt.Errorf("smtp rcpt: %w", err)
+	}
+	w, err := cl.Data()
+	if err != nil {
+		return fmt.Errorf("smtp data: %w", err)
+	}
+	if _, err := w.Write(c.message(to.Address, n)); err != nil {
+		return fmt.Errorf("smtp data: %w", err)
+	}
+	if err := w.Close(); err != nil {
+		return fmt.Errorf("smtp data: %w", err)
+	}
+	return cl.Quit()
+}
+
+// Inbox lists a user's notifications, newest first (the dashboard's
+// inbox); unreadOnly leaves out those already read.
+func (s *Service) Inbox(ctx context.Context, userID int64, unreadOnly bool, pg store.Page) ([]store.Notification, error) {
+	if s.notes == nil || userID == 0 {
+		return []store.Notification{}, nil
+	}
+	return s.notes.ListNotifications(ctx, userID, unreadOnly, pg)
+}
+
+// UnreadCount is the number of a user's unread notifications.
+func (s *Service) UnreadCount(ctx context.Context, userID int64) (int, error) {
+	if s.notes == nil || userID == 0 {
+		return 0, nil
+	}
+	return s.notes.UnreadNotifications(ctx, userID)
+}
+
+// MarkRead marks a user's notifications read: ids, or all when ids is
+// empty. It returns how many changed.
+func (s *Service) MarkRead(ctx context.Context, userID int64, ids []int64) (int64, error) {
+	if s.notes == nil || userID == 0 {
+		return 0, nil
+	}
+	if len(ids) > 1000 {
+		return 0, problem.New(problem.Invalid, "at most 1000 ids at once")
+	}
+	return s.notes.MarkNotificationsRead(ctx, userID, ids)
+}
