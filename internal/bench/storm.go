@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha1"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -501,23 +500,4 @@ func utilisation(cpu, wall time.Duration, cores float64) float64 {
 // queue was full.
 func IsQueueRefusal(err string) bool {
 	return strings.Contains(err, "for capacity") || strings.Contains(err, "queue full")
-}
-
-// errorCounter counts the documented refusals among an Op's errors; the
-// run's report has the total.
-type errorCounter struct {
-	refusals atomic.Int64
-}
-
-// wrap counts op's documented refusals.
-func (c *errorCounter) wrap(op loadgen.Op) loadgen.Op {
-	return func(ctx context.Context, w int) (int64, error) {
-		n, err := op(ctx, w)
-		var rerr *loadgen.RemoteError
-		var herr *loadgen.HTTPError
-		if err != nil && (errors.As(err, &rerr) || errors.As(err, &herr)) && IsQueueRefusal(err.Error()) {
-			c.refusals.Add(1)
-		}
-		return n, err
-	}
 }

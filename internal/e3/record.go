@@ -58,17 +58,6 @@ func (r *recorder) record(op string, d time.Duration, n int64, err error) {
 	r.second[time.Now().Unix()]++
 }
 
-// totals returns (successful, failed) operations so far.
-func (r *recorder) totals() (ok, failed int64) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, s := range r.ops {
-		ok += s.ok
-		failed += s.errors
-	}
-	return ok, failed
-}
-
 // result summarises the stage.
 func (r *recorder) result(elapsed time.Duration) []OpResult {
 	r.mu.Lock()

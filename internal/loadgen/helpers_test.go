@@ -103,7 +103,7 @@ func (s *gitServer) repo(name string, commits int) string {
 		extra := fmt.Sprintf("new file %d\n", i)
 		fmt.Fprintf(&fi, "M 100644 inline dir/new%d.txt\ndata %d\n%s\n", i, len(extra), extra)
 	}
-	side := fmt.Sprintf("side branch\n")
+	side := "side branch\n"
 	fmt.Fprintf(&fi, "commit refs/heads/side\ncommitter Test <test@example.com> 1700009999 +0000\ndata %d\n%sfrom :2\n", len(side), side)
 	fmt.Fprintf(&fi, "M 100644 inline side.txt\ndata 5\nside\n\n")
 	fmt.Fprintf(&fi, "tag v1\nfrom :3\ntagger Test <test@example.com> 1700000003 +0000\ndata 4\nv1\n\n")

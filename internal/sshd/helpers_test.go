@@ -7,7 +7,6 @@ import (
 	"crypto/rand"
 	"encoding/pem"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"os"
@@ -208,5 +207,3 @@ func mustContain(t *testing.T, what, got, want string) {
 		t.Errorf("%s = %q, want it to contain %q", what, got, want)
 	}
 }
-
-func sprintf(format string, args ...any) string { return fmt.Sprintf(format, args...) }

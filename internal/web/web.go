@@ -44,7 +44,6 @@ package web
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -332,6 +331,3 @@ type errorPage struct {
 
 // notFound is the one 404 error for anything hidden or missing.
 func notFound() error { return problem.New(problem.NotFound, "not found") }
-
-// serverError wraps an unexpected error for the log.
-func serverError(what string, err error) error { return fmt.Errorf("%s: %w", what, err) }
