@@ -1,7 +1,6 @@
 package api
 
 import (
-	"context"
 	"net/http"
 	"strings"
 
@@ -270,23 +269,8 @@ func (c *call) deleteRepo() error {
 	if err != nil {
 		return err
 	}
-	// Forks borrow this repository's objects through alternates; deleting
-	// it would break them (repo.Manager.Delete says so).
-	forks, err := c.forksOf(r.ID)
-	if err != nil {
+	if err := repo.Remove(c.ctx, c.s.Store, c.s.Repos, r); err != nil {
 		return err
-	}
-	if forks > 0 {
-		return problem.New(problem.Conflict, "repository %q has %d fork(s); delete them first", r.Slug, forks)
-	}
-	// The row goes first: from then on nobody can reach the repository,
-	// and a failure removing the directory leaves only garbage on disk,
-	// never a repository in the database without its data.
-	if err := c.s.Store.DeleteRepo(c.ctx, r.ID); err != nil {
-		return err
-	}
-	if err := c.s.Repos.Delete(context.WithoutCancel(c.ctx), r.ID); err != nil {
-		c.s.logger.Error("remove deleted repository from disk", "repo_id", r.ID, "err", err)
 	}
 	c.s.logger.Info("repository deleted", "repo_id", r.ID, "project", r.ProjectKey, "repo", r.Slug, "principal", c.p.String())
 	// Bitbucket answers 202: deletion is accepted.
@@ -363,25 +347,4 @@ func (c *call) forkRepo() error {
 	oj := c.s.repoJSON(origin, proj)
 	out.Origin = &oj
 	return c.jsonStatus(http.StatusCreated, out)
-}
-
-// forksOf counts the repositories forked from id. The store has no index
-// for this question, so it reads every repository in batches; deleting a
-// repository is rare enough for that.
-func (c *call) forksOf(id int64) (int, error) {
-	n := 0
-	for offset := 0; ; offset += filterBatch {
-		rows, err := c.s.Store.ListAllRepos(c.ctx, "", store.Page{Start: offset, Limit: filterBatch})
-		if err != nil {
-			return 0, err
-		}
-		for _, r := range rows {
-			if r.ForkOf == id {
-				n++
-			}
-		}
-		if len(rows) < filterBatch {
-			return n, nil
-		}
-	}
 }

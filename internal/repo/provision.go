@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/sluice-scm/sluice/internal/problem"
 	"github.com/sluice-scm/sluice/internal/store"
 )
 
@@ -39,6 +40,28 @@ func Provision(ctx context.Context, st store.Store, m *Manager, r *store.Reposit
 			return fmt.Errorf("create repository on disk: %w (and removing its record failed: %v)", err, derr)
 		}
 		return fmt.Errorf("create repository on disk: %w", err)
+	}
+	return nil
+}
+
+// Remove deletes repository r: refused (Conflict) while forks borrow its
+// objects through alternates; otherwise the row goes first — from then on
+// nobody can reach the repository, and a failure removing the directory
+// leaves only garbage on disk (logged), never a repository in the database
+// without its data. The REST API and the web UI both delete through here.
+func Remove(ctx context.Context, st store.Store, m *Manager, r *store.Repository) error {
+	forks, err := st.CountForks(ctx, r.ID)
+	if err != nil {
+		return err
+	}
+	if forks > 0 {
+		return problem.New(problem.Conflict, "repository %q has %d fork(s); delete them first", r.Slug, forks)
+	}
+	if err := st.DeleteRepo(ctx, r.ID); err != nil {
+		return err
+	}
+	if err := m.Delete(context.WithoutCancel(ctx), r.ID); err != nil {
+		m.logger.Error("remove deleted repository from disk", "repo_id", r.ID, "err", err)
 	}
 	return nil
 }

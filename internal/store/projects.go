@@ -258,6 +258,14 @@ func (d *DB) UpdateRepo(ctx context.Context, r *Repository) error {
 
 // DeleteRepo deletes the repository's row with its grants, access keys and
 // pending ref transactions; forks of it stop pointing at it.
+func (d *DB) CountForks(ctx context.Context, id int64) (int, error) {
+	var n int
+	if err := d.queryRow(ctx, "SELECT count(*) FROM repositories WHERE fork_of = ?", id).Scan(&n); err != nil {
+		return 0, d.fail(err, "count forks")
+	}
+	return n, nil
+}
+
 func (d *DB) DeleteRepo(ctx context.Context, id int64) error {
 	res, err := d.exec(ctx, "DELETE FROM repositories WHERE id = ?", id)
 	return d.mustAffect(res, err, "delete repository", "repository not found")

@@ -234,6 +234,9 @@ type Store interface {
 	ListAllRepos(ctx context.Context, filter string, p Page) ([]Repository, error)
 	UpdateRepo(ctx context.Context, r *Repository) error
 	DeleteRepo(ctx context.Context, id int64) error
+	// CountForks counts the repositories forked from id (they borrow its
+	// objects through alternates).
+	CountForks(ctx context.Context, id int64) (int, error)
 
 	// Permissions. SetXPermission replaces the grantee's grant on the
 	// resource (one grant per grantee and resource); Revoke removes it.

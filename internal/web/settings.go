@@ -1,7 +1,6 @@
 package web
 
 import (
-	"context"
 	"strconv"
 	"strings"
 
@@ -177,38 +176,9 @@ func (c *call) deleteRepo() error {
 	if c.form("confirm") != r.Slug {
 		return problem.New(problem.Invalid, "type the repository's slug %q to confirm", r.Slug)
 	}
-	// Forks borrow this repository's objects (see the REST API's delete).
-	n, err := c.forksOf(r.ID)
-	if err != nil {
+	if err := repo.Remove(c.ctx, c.s.Store, c.s.Repos, r); err != nil {
 		return err
-	}
-	if n > 0 {
-		return problem.New(problem.Conflict, "repository %q has %d fork(s); delete them first", r.Slug, n)
-	}
-	if err := c.s.Store.DeleteRepo(c.ctx, r.ID); err != nil {
-		return err
-	}
-	if err := c.s.Repos.Delete(context.WithoutCancel(c.ctx), r.ID); err != nil {
-		c.s.logger.Error("remove deleted repository from disk", "repo_id", r.ID, "err", err)
 	}
 	c.s.logger.Info("repository deleted", "repo_id", r.ID, "repo", r.Slug, "user", c.user.Name)
 	return c.flash(projectURL(proj.Key), "deleted")
-}
-
-func (c *call) forksOf(id int64) (int, error) {
-	n := 0
-	for offset := 0; ; offset += filterBatch {
-		rows, err := c.s.Store.ListAllRepos(c.ctx, "", store.Page{Start: offset, Limit: filterBatch})
-		if err != nil {
-			return 0, err
-		}
-		for _, r := range rows {
-			if r.ForkOf == id {
-				n++
-			}
-		}
-		if len(rows) < filterBatch {
-			return n, nil
-		}
-	}
 }

@@ -521,6 +521,12 @@ func testForks(t *testing.T, s store.Store) {
 	}
 	err = s.CreateRepo(c, &store.Repository{ProjectID: p.ID, Name: "orphan", ForkOf: parent.ID + 1000})
 	wantKind(t, err, problem.NotFound)
+	ok(t, s.CreateRepo(c, &store.Repository{ProjectID: p.ID, Name: "fork2", ForkOf: parent.ID}))
+	for id, want := range map[int64]int{parent.ID: 2, fork.ID: 0} {
+		if n, err := s.CountForks(c, id); err != nil || n != want {
+			t.Errorf("CountForks(%d) = %d, %v; want %d", id, n, err, want)
+		}
+	}
 
 	// Deleting the origin leaves the fork standing, no longer a fork.
 	ok(t, s.DeleteRepo(c, parent.ID))
