@@ -10,7 +10,9 @@ package app
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,6 +23,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -136,7 +139,7 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger, opts Optio
 	}
 	a.Git, err = gitcmd.New(gitcmd.Config{
 		Binary:       cfg.Git.Binary,
-		HomeDir:      filepath.Join(cfg.Data.Dir, "git-home"),
+		HomeDir:      gitHome(cfg, hookBinary),
 		HookBinary:   hookBinary,
 		MaxInputSize: int64(cfg.Git.MaxInputSize),
 		Timeout:      cfg.Git.Timeout.Duration,
@@ -289,6 +292,17 @@ func (a *App) newCache() (*packcache.Cache, error) {
 		MinOccurrences: cfg.MinOccurrences,
 		GitIdentity:    identity,
 	}, a.Store, a.Registry, a.Logger)
+}
+
+// gitHome is the server-owned git home (global config and hook scripts)
+// for this process. It is keyed on what gitcmd writes into it — the hook
+// binary and receive.maxInputSize — so processes sharing a data directory
+// never rewrite each other's: `go run ./cmd/sluice admin …` runs a
+// temporary binary that is gone when it exits, and a running server's
+// hooks must not be pointed at it.
+func gitHome(cfg config.Config, hookBinary string) string {
+	sum := sha256.Sum256([]byte(hookBinary + "\x00" + strconv.FormatInt(int64(cfg.Git.MaxInputSize), 10)))
+	return filepath.Join(cfg.Data.Dir, "git-home", hex.EncodeToString(sum[:6]))
 }
 
 func portOf(addr string) string {

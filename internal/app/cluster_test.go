@@ -174,3 +174,33 @@ func TestSettingsOverBus(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// An admin command run by another binary on the same data directory (the
+// README's `go run ./cmd/sluice admin …`, whose binary is deleted when it
+// exits) must not rewrite the running server's hook scripts.
+func TestAdminKeepsServerHooks(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(t, dir)
+	cfg.Git.HookBinary = "/opt/sluice/bin/sluice"
+	t.Setenv("SLUICE_ADMIN_PASSWORD", "pw-for-tests")
+	ctx := context.Background()
+	server, err := New(ctx, cfg, slog.New(slog.DiscardHandler), Options{Stdout: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer server.Close()
+	adminCfg := cfg
+	adminCfg.Git.HookBinary = "/tmp/go-build123/exe/sluice"
+	admin, err := New(ctx, adminCfg, slog.New(slog.DiscardHandler), Options{Admin: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin.Close()
+	hook, err := os.ReadFile(filepath.Join(server.Git.HooksDir(), "pre-receive"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(hook), "/opt/sluice/bin/sluice") {
+		t.Fatalf("the server's hook now runs another binary:\n%s", hook)
+	}
+}

@@ -287,8 +287,9 @@ func (s *Server) Close() error {
 	}
 	s.closed = true
 	s.mu.Unlock()
-	err := s.ln.Close()
+	// Cancel first, so the accept loop sees a closed server, not an error.
 	s.cancel()
+	err := s.ln.Close()
 	s.wg.Wait()
 	s.pushWG.Wait()
 	os.Remove(s.socketPath)
