@@ -38,26 +38,36 @@ func inList(perms []Permission) string {
 	return "(" + strings.Join(q, ", ") + ")"
 }
 
-// RecentlyPushedRepos lists up to limit repositories userID may read (0:
-// anonymous, public ones only), most recently pushed first; repositories
-// never pushed follow, newest first.
-func (d *DB) RecentlyPushedRepos(ctx context.Context, userID int64, limit int) ([]Repository, error) {
-	limit = max(1, min(limit, 1000))
+// readableRepo is the SQL condition "the user may read repository r (of
+// project p)"; readableArgs(userID) are its arguments, in order.
+var readableRepo = func() string {
 	// mine matches a grant row held by the user or one of their groups.
 	const mine = "(%s.user_id = ? OR %s.group_id IN (SELECT group_id FROM group_members WHERE user_id = ?))"
 	grantee := func(alias string) string { return strings.ReplaceAll(mine, "%s", alias) }
-	query := "SELECT " + repoCols + repoFrom + `
-		WHERE r.public OR p.public
+	return `(r.public OR p.public
 		OR (EXISTS (SELECT 1 FROM users u WHERE u.id = ? AND u.active) AND (
 			EXISTS (SELECT 1 FROM global_permissions g
 				WHERE g.permission IN ` + inList(adminPerms) + ` AND ` + grantee("g") + `)
 			OR EXISTS (SELECT 1 FROM project_permissions pp
 				WHERE pp.project_id = r.project_id AND pp.permission IN ` + inList(readProjectPerms) + ` AND ` + grantee("pp") + `)
 			OR EXISTS (SELECT 1 FROM repo_permissions rp
-				WHERE rp.repo_id = r.id AND rp.permission IN ` + inList(readRepoPerms) + ` AND ` + grantee("rp") + `)))
+				WHERE rp.repo_id = r.id AND rp.permission IN ` + inList(readRepoPerms) + ` AND ` + grantee("rp") + `))))`
+}()
+
+func readableArgs(userID int64) []any {
+	return []any{userID, userID, userID, userID, userID, userID, userID}
+}
+
+// RecentlyPushedRepos lists up to limit repositories userID may read (0:
+// anonymous, public ones only), most recently pushed first; repositories
+// never pushed follow, newest first.
+func (d *DB) RecentlyPushedRepos(ctx context.Context, userID int64, limit int) ([]Repository, error) {
+	limit = max(1, min(limit, 1000))
+	query := "SELECT " + repoCols + repoFrom + `
+		WHERE ` + readableRepo + `
 		ORDER BY (r.pushed_at IS NULL), r.pushed_at DESC, r.created_at DESC, r.id DESC
 		LIMIT ?`
-	rows, err := d.query(ctx, query, userID, userID, userID, userID, userID, userID, userID, limit)
+	rows, err := d.query(ctx, query, append(readableArgs(userID), limit)...)
 	if err != nil {
 		return nil, d.fail(err, "list recently pushed repositories")
 	}

@@ -36,6 +36,13 @@ type PullStore interface {
 	// SetMergeStatus records whether from and to merge cleanly, when they
 	// are still the pull request's commits.
 	SetMergeStatus(ctx context.Context, id int64, from, to, status, conflicts string) error
+	// OpenPullRequestsAuthoredBy and OpenPullRequestsToReview are the
+	// dashboard's pull requests across repositories (pulldash.go): open
+	// ones userID created, and open ones where userID is a reviewer who
+	// has not approved or asked for work yet; only in repositories userID
+	// may read; most recently updated first.
+	OpenPullRequestsAuthoredBy(ctx context.Context, userID int64, limit int) ([]DashboardPull, error)
+	OpenPullRequestsToReview(ctx context.Context, userID int64, limit int) ([]DashboardPull, error)
 
 	Participants(ctx context.Context, prID int64) ([]Participant, error)
 	// PutParticipant inserts or replaces one participant.

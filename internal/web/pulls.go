@@ -35,6 +35,7 @@ func (s *server) pullRoutes(get, post func(string, handler)) {
 	post(r+"/{n}/review", (*call).reviewPull)
 	post(r+"/{n}/merge", (*call).mergePull)
 	post(r+"/{n}/decline", (*call).declinePull)
+	post("/notifications/read", (*call).markNotificationsRead)
 }
 
 func pullURL(r *store.Repository, n int64) string {
@@ -93,51 +94,6 @@ func (c *call) prItem(r *store.Repository, pr *store.PullRequest, us *users) prI
 	return prItem{URL: pullURL(r, pr.Number), Title: pr.Title, Repo: r.ProjectKey + "/" + r.Slug,
 		Author: us.get(pr.AuthorID).DisplayName, State: pr.State, Number: pr.Number,
 		From: strings.TrimPrefix(pr.FromRef, "refs/heads/"), To: strings.TrimPrefix(pr.ToRef, "refs/heads/")}
-}
-
-// dashboardPulls is the dashboard's pull request part.
-type dashboardPulls struct {
-	Mine, Reviewing []prItem
-}
-
-// Bounds of the dashboard's pull request scan: the store can list pull
-// requests per repository only, so the dashboard looks at the open pull
-// requests of the most recently pushed repositories the user can see.
-const (
-	dashboardRepos = 10
-	dashboardPRs   = 20
-)
-
-func (c *call) dashboardPulls(recent []store.Repository) (*dashboardPulls, error) {
-	if c.s.Pulls == nil {
-		return nil, nil
-	}
-	out := &dashboardPulls{}
-	us := c.users()
-	for i := range recent[:min(len(recent), dashboardRepos)] {
-		r := &recent[i]
-		prs, err := c.s.Pulls.List(c.ctx, store.PullFilter{RepoID: r.ID, State: store.PullOpen}, store.Page{Limit: dashboardPRs})
-		if err != nil {
-			return nil, err
-		}
-		for j := range prs {
-			pr := &prs[j]
-			if pr.AuthorID == c.user.ID {
-				out.Mine = append(out.Mine, c.prItem(r, pr, us))
-				continue
-			}
-			parts, err := c.s.Pulls.Participants(c.ctx, pr)
-			if err != nil {
-				return nil, err
-			}
-			for _, pt := range parts {
-				if pt.UserID == c.user.ID && pt.Role == store.RoleReviewer && pt.Status != store.StatusApproved {
-					out.Reviewing = append(out.Reviewing, c.prItem(r, pr, us))
-				}
-			}
-		}
-	}
-	return out, nil
 }
 
 type pullsData struct {

@@ -74,7 +74,7 @@ func (c *call) dashboard() error {
 		return err
 	}
 	data := dashboardData{Recent: repos}
-	if data.Pulls, err = c.dashboardPulls(repos); err != nil {
+	if data.Pulls, err = c.dashboardPulls(); err != nil {
 		return err
 	}
 	return c.ok("dashboard", "Dashboard", data)
