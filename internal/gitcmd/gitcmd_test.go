@@ -691,3 +691,25 @@ func TestNice(t *testing.T) {
 		t.Errorf("cat-file niceness %d, want the server's own %d", got, 20-own)
 	}
 }
+
+// TestNoAlternateRefs: a fork's receive-pack advertisement must not list
+// the tips of the repository it borrows objects from (".have" lines).
+func TestNoAlternateRefs(t *testing.T) {
+	r := newRunner(t, "")
+	parent := makeRepo(t, r)
+	fork := filepath.Join(t.TempDir(), "fork.git")
+	ctx := context.Background()
+	if err := r.Run(ctx, Cmd{Dir: fork, Name: "init", Flags: []string{"--bare", "-q"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(fork, "objects", "info", "alternates"), []byte(filepath.Join(parent.dir, "objects")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := r.Run(ctx, Cmd{Dir: fork, Name: "receive-pack", Flags: []string{"--advertise-refs"}, Stdout: &out}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out.String(), ".have") || strings.Contains(out.String(), parent.commit) {
+		t.Fatalf("advertisement reveals the parent's tip: %q", out.String())
+	}
+}

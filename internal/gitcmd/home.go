@@ -45,6 +45,7 @@ func globalConfig(cfg Config, hooksDir string) []configEntry {
 		{"receive", "hideRefs", "refs/pull-requests", "and clients may not push to them"},
 		{"protocol", "allow", "never", "the server itself only ever fetches between local repositories (fork sync); no ext::, fd:: or network transport"},
 		{"protocol \"file\"", "allow", "always", "local fetches between repositories on the repository filesystem"},
+		{"core", "alternateRefsCommand", "true", "receive-pack advertises no \".have\" lines for a fork's alternates: a fork's pushers must not learn the commit ids of a parent they may no longer read (pushes to forks then send all their objects)"},
 		{"core", "filesRefLockTimeout", "5000", "wait up to 5 s (default 100 ms) for a loose ref lock: housekeeping's pack-refs briefly locks every loose ref, and a push landing then must wait, not fail with \"cannot lock ref\""},
 		{"core", "packedRefsTimeout", "10000", "likewise for packed-refs.lock (default 1 s), contended by pack-refs and branch deletions"},
 		{"user", "name", "Sluice", "fallback identity for commits the server writes without an explicit one"},
