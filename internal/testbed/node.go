@@ -113,6 +113,10 @@ func NewNode(t testing.TB, opts NodeOptions) *Node {
 	cfg.Storage.Repositories = opts.Repositories
 	cfg.Git.HookBinary = Binary(t)
 	cfg.Server.ShutdownTimeout = config.Duration{Duration: 5 * time.Second}
+	// Tests drive one user as fast as the machine allows: a per-user
+	// bucket would make them fail by speed, not by fault. Tests of rate
+	// limiting turn it on in Configure.
+	cfg.Throttle.RateLimit = false
 	if opts.Configure != nil {
 		opts.Configure(&cfg)
 	}

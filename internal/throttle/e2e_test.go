@@ -207,6 +207,7 @@ func TestE2ESSHQueueTimeout(t *testing.T) {
 func TestE2ERateLimits(t *testing.T) {
 	n := testbed.NewNode(t, testbed.NodeOptions{SSH: true, Configure: func(c *config.Config) {
 		c.Cache.Packs, c.Cache.Refs = false, false
+		c.Throttle.RateLimit = true
 		c.Throttle.RateBucket, c.Throttle.RateRefill = 4, 0.01
 	}})
 	ctx := context.Background()
