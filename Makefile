@@ -21,10 +21,11 @@ test: build ## every test (race detector on; starts its own PostgreSQL, nginx, h
 test-short: build ## unit tests only
 	$(GO) test -short -p 2 $(PKGS)
 
-lint: ## gofmt, go vet, staticcheck
+lint: ## gofmt, go vet, staticcheck, and lint-helm
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 $(PKGS)
+	$(MAKE) lint-helm
 
 lint-helm: ## helm lint + template of deploy/helm/sluice, haproxy -c (helm v3.22 built in tools/helm; not part of make test)
 	cd tools/helm && $(GO) tool helm lint --strict ../../deploy/helm/sluice
