@@ -148,6 +148,9 @@ func newServe(stdout, stderr io.Writer) *cobra.Command {
 				return err
 			}
 			fmt.Fprintf(stdout, "Sluice is listening on http://%s\n", a.HTTPAddr())
+			if addr := a.SSHAddr(); addr != "" {
+				fmt.Fprintf(stdout, "Git over SSH on ssh://git@%s\n", addr)
+			}
 			return a.Serve(ctx)
 		},
 	}
