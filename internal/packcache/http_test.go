@@ -286,8 +286,12 @@ func TestMatrix(t *testing.T) {
 		})
 	}
 	w.t = t
+	// A second request can arrive while the first one's producer is still
+	// sealing the entry (its client already has every byte): it then
+	// follows that producer ("coalesced") instead of hitting the sealed
+	// file. Either way it started no git, which each case checked.
 	st := w.n.App.Cache.Stats()
-	if st.Hits < int64(len(tests)) {
+	if st.Hits+st.Coalesced < int64(len(tests)) {
 		t.Fatalf("stats %+v", st)
 	}
 }
