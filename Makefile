@@ -16,6 +16,7 @@ run: build ## start a server: SQLite and repositories in ./data, http://127.0.0.
 	$(BIN) serve
 
 test: build ## every test (race detector on; starts its own PostgreSQL, nginx, haproxy where needed)
+	$(GO) vet -tags bench ./internal/bench ./internal/pull ./internal/web
 	$(GO) test -race -p 2 -timeout 40m $(PKGS)
 
 test-short: build ## unit tests only
@@ -24,7 +25,8 @@ test-short: build ## unit tests only
 lint: ## gofmt, go vet, staticcheck, and lint-helm
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
-	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 $(PKGS)
+	$(GO) vet -tags bench $(PKGS)
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 -tags bench $(PKGS)
 	$(MAKE) lint-helm
 
 lint-helm: ## helm lint + template of deploy/helm/sluice, haproxy -c (helm v3.22 built in tools/helm; not part of make test)

@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -72,6 +74,16 @@ func TestBench(t *testing.T) {
 	idle := envDuration(t, "BENCH_IDLE", 5*time.Second)
 	spec := DefaultRepoSpec
 	spec.Commits = envInt(t, "BENCH_COMMITS", spec.Commits)
+	// BENCH_ONLY=push,storm… runs only those phases (clone, storm, push,
+	// throttle), prints what it measured and writes no report: for
+	// working on one path without waiting eight minutes.
+	only := map[string]bool{}
+	for _, p := range strings.Split(os.Getenv("BENCH_ONLY"), ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			only[p] = true
+		}
+	}
+	wantPhase := func(phase string) bool { return len(only) == 0 || only[phase] }
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
 	defer cancel()
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})).With("component", "bench")
@@ -213,44 +225,54 @@ func TestBench(t *testing.T) {
 		pushW  = "push (1 commit)"
 	)
 	var results []Measurement
+	var cloneBase, cloneHTTP, cloneSSH, static, cached, pushBase, pushHTTP, pushSSH Measurement
+	var slowOff SlowClone
+	var storm Storm
+	var off, on ThrottleRun
 
 	// Phase 1, cache off: clones over HTTP from both servers and over SSH
 	// from Sluice, ls-remote, the static-file floor and a slow clone.
 	// Clones come before pushes, which add branches: every clone must
 	// fetch the same content.
-	cloneBase := measure(base, cloneW, duration, CloneOp(baseClient, base.URL(repoURLPath), loadgen.V2))
-	cloneHTTP := measure(sl, cloneW, duration, CloneOp(n.http, sl.URL(repoURLPath), loadgen.V2))
-	cloneSSH := measure(sl, cloneW, duration, SSHCloneOp(n.ssh, sshPath, loadgen.V2))
-	results = append(results, cloneBase, cloneHTTP,
-		measure(base, lsW, duration/2, LsRemoteOp(baseClient, base.URL(repoURLPath), loadgen.V2)),
-		measure(sl, lsW, duration/2, LsRemoteOp(n.http, sl.URL(repoURLPath), loadgen.V2)))
-	if err := WriteStaticFile(filepath.Join(staticDir, "clone.bin"), cloneBytes); err != nil {
-		t.Fatal(err)
+	if wantPhase("clone") {
+		cloneBase = measure(base, cloneW, duration, CloneOp(baseClient, base.URL(repoURLPath), loadgen.V2))
+		cloneHTTP = measure(sl, cloneW, duration, CloneOp(n.http, sl.URL(repoURLPath), loadgen.V2))
+		cloneSSH = measure(sl, cloneW, duration, SSHCloneOp(n.ssh, sshPath, loadgen.V2))
+		results = append(results, cloneBase, cloneHTTP,
+			measure(base, lsW, duration/2, LsRemoteOp(baseClient, base.URL(repoURLPath), loadgen.V2)),
+			measure(sl, lsW, duration/2, LsRemoteOp(n.http, sl.URL(repoURLPath), loadgen.V2)))
 	}
-	staticClient := NewHTTPClient(workers)
-	defer staticClient.CloseIdleConnections()
-	static := measure(base, "static file", duration, StaticOp(staticClient, base.URL("/static/clone.bin")))
-	slowOff := n.slowClone(sl, repoURLPath, slowRate)
+	if wantPhase("storm") {
+		if err := WriteStaticFile(filepath.Join(staticDir, "clone.bin"), cloneBytes); err != nil {
+			t.Fatal(err)
+		}
+		staticClient := NewHTTPClient(workers)
+		defer staticClient.CloseIdleConnections()
+		static = measure(base, "static file", duration, StaticOp(staticClient, base.URL("/static/clone.bin")))
+		slowOff = n.slowClone(sl, repoURLPath, slowRate)
 
-	// Phase 2, cache on: one slow clone (a miss), then the storm.
-	sl = n.start("sluice-cache", map[string]string{"cache.packs": "true", "throttle.rate_limit": "false"}, 0, true)
-	slowOn := n.slowClone(sl, repoURLPath, slowRate)
-	lookups := n.lookups(sl)
-	cached := measure(sl, "clone (v2, cached)", duration, CloneOp(n.http, sl.URL(repoURLPath), loadgen.V2))
-	after := n.lookups(sl)
-	storm := Storm{Backend: cloneBase, Uncached: cloneHTTP, Cached: cached, Static: static,
-		Hits: after["hit"] - lookups["hit"], Coalesced: after["coalesced"] - lookups["coalesced"], Misses: after["miss"] - lookups["miss"],
-		SlowOff: slowOff, SlowOn: slowOn, SlowRate: slowRate}
+		// Phase 2, cache on: one slow clone (a miss), then the storm.
+		sl = n.start("sluice-cache", map[string]string{"cache.packs": "true", "throttle.rate_limit": "false"}, 0, true)
+		slowOn := n.slowClone(sl, repoURLPath, slowRate)
+		lookups := n.lookups(sl)
+		cached = measure(sl, "clone (v2, cached)", duration, CloneOp(n.http, sl.URL(repoURLPath), loadgen.V2))
+		after := n.lookups(sl)
+		storm = Storm{Backend: cloneBase, Uncached: cloneHTTP, Cached: cached, Static: static,
+			Hits: after["hit"] - lookups["hit"], Coalesced: after["coalesced"] - lookups["coalesced"], Misses: after["miss"] - lookups["miss"],
+			SlowOff: slowOff, SlowOn: slowOn, SlowRate: slowRate}
+	}
 
 	// Phase 3, cache off again: pushes.
-	sl = n.start("sluice-push", uncachedSettings, 0, true)
-	pushBase := measure(base, pushW, duration, PushOp(baseClient, base.URL(repoURLPath), "bench/worker-"))
-	pushHTTP := measure(sl, pushW, duration, PushOp(n.http, sl.URL(repoURLPath), "bench/worker-"))
-	pushSSH := measure(sl, pushW, duration, SSHPushOp(n.ssh, sshPath, "bench/ssh-worker-"))
-	// The main table compares "sluice" with the baseline; the push node
-	// is the first node restarted with the same settings.
-	pushHTTP.Server = "sluice"
-	results = append(results, pushBase, pushHTTP)
+	if wantPhase("push") {
+		sl = n.start("sluice-push", uncachedSettings, 0, true)
+		pushBase = measure(base, pushW, duration, PushOp(baseClient, base.URL(repoURLPath), "bench/worker-"))
+		pushHTTP = measure(sl, pushW, duration, PushOp(n.http, sl.URL(repoURLPath), "bench/worker-"))
+		pushSSH = measure(sl, pushW, duration, SSHPushOp(n.ssh, sshPath, "bench/ssh-worker-"))
+		// The main table compares "sluice" with the baseline; the push
+		// node is the first node restarted with the same settings.
+		pushHTTP.Server = "sluice"
+		results = append(results, pushBase, pushHTTP)
+	}
 
 	// Phase 4: throttling off, then on, each on a node capped at
 	// throttleCores, with the pack cache on for the probe's hits but
@@ -264,10 +286,21 @@ func TestBench(t *testing.T) {
 		}
 		return m
 	}
-	off := n.throttleRun("off (fixed, 10000 tickets)", "sluice-throttle-off", throttleSettings("throttle.strategy", "fixed", "throttle.fixed", "10000"),
-		throttleCores, workers, duration, idle, repoURLPath)
-	on := n.throttleRun("on (adaptive)", "sluice-throttle-on", throttleSettings("throttle.strategy", "adaptive"),
-		throttleCores, workers, duration, idle, repoURLPath)
+	if wantPhase("throttle") {
+		off = n.throttleRun("off (fixed, 10000 tickets)", "sluice-throttle-off", throttleSettings("throttle.strategy", "fixed", "throttle.fixed", "10000"),
+			throttleCores, workers, duration, idle, repoURLPath)
+		on = n.throttleRun("on (adaptive)", "sluice-throttle-on", throttleSettings("throttle.strategy", "adaptive"),
+			throttleCores, workers, duration, idle, repoURLPath)
+	}
+	if len(only) > 0 {
+		for _, m := range append(slices.Clone(results), cloneSSH, pushSSH, static, cached) {
+			if m.Report.Ops > 0 {
+				t.Logf("%-28s %-36s ops/h %8.0f  p50 %v  p95 %v  cpu/op %v  errors %d", m.Workload, m.Server,
+					m.Report.OpsPerHour(), m.Report.Latency.Quantile(0.5), m.Report.Latency.Quantile(0.95), m.CPUPerOp(), m.Report.Errors)
+			}
+		}
+		return
+	}
 
 	meter := "a cpuacct cgroup per server (every process, however it exits)"
 	cpu, _ := base.CPU()
@@ -519,4 +552,23 @@ func (n *nodes) throttleRun(mode, name string, settings map[string]string, cores
 		"idle_hit_p95", r.IdleHit.Quantile(0.95), "hit_p95", hitH.Quantile(0.95), "probe_errors", perr,
 		"util", fmt.Sprintf("%.2f", util), "metric", fmt.Sprintf("%.2f", metric))
 	return r
+}
+
+// errorCounter counts the documented refusals among an Op's errors; the
+// run's report has the total.
+type errorCounter struct {
+	refusals atomic.Int64
+}
+
+// wrap counts op's documented refusals.
+func (c *errorCounter) wrap(op loadgen.Op) loadgen.Op {
+	return func(ctx context.Context, w int) (int64, error) {
+		n, err := op(ctx, w)
+		var rerr *loadgen.RemoteError
+		var herr *loadgen.HTTPError
+		if err != nil && (errors.As(err, &rerr) || errors.As(err, &herr)) && IsQueueRefusal(err.Error()) {
+			c.refusals.Add(1)
+		}
+		return n, err
+	}
 }
