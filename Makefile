@@ -9,8 +9,8 @@ export SLUICE_TEST_BINARY := $(BIN)
 help: ## list targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
-build: ## build bin/sluice
-	$(GO) build -o $(BIN) ./cmd/sluice
+build: ## build bin/sluice and bin/sluice-hook (the program git runs as hooks)
+	$(GO) build -o $(dir $(BIN)) ./cmd/sluice ./cmd/sluice-hook
 
 run: build ## start a server: SQLite and repositories in ./data, http://127.0.0.1:7990
 	$(BIN) serve

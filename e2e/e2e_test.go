@@ -6,6 +6,7 @@
 // Extra commands:
 //
 //	serve [flags]        start `sluice serve` on a random port; sets $URL and $HOSTPORT
+//	stop                 stop the server serve started
 //	envstdout NAME       set $NAME to the trimmed stdout of the previous command
 //	httpget URL [status] GET URL, expect status (default 200); body becomes stdout
 package e2e
@@ -21,6 +22,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -31,10 +33,21 @@ import (
 
 func TestScenarios(t *testing.T) {
 	bin := testbed.Binary(t)
+	// $LONE_SLUICE is the same binary in a directory of its own, without
+	// sluice-hook beside it, for the hook fallback scenario.
+	alone := filepath.Join(t.TempDir(), "sluice")
+	data, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(alone, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	testscript.Run(t, testscript.Params{
 		Dir: "testdata",
 		Setup: func(env *testscript.Env) error {
 			env.Setenv("SLUICE", bin)
+			env.Setenv("LONE_SLUICE", alone)
 			env.Setenv("PATH", filepath.Dir(bin)+string(os.PathListSeparator)+os.Getenv("PATH"))
 			for _, kv := range testbed.GitEnv(filepath.Join(env.WorkDir, "home")) {
 				k, v, _ := strings.Cut(kv, "=")
@@ -47,6 +60,7 @@ func TestScenarios(t *testing.T) {
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
 			"serve":     cmdServe,
+			"stop":      cmdStop,
 			"envstdout": cmdEnvStdout,
 			"httpget":   cmdHTTPGet,
 		},
@@ -73,18 +87,23 @@ func cmdServe(ts *testscript.TestScript, neg bool, args []string) {
 	ts.Check(err)
 	cmd.Stderr = logf
 	ts.Check(cmd.Start())
-	ts.Defer(func() {
-		cmd.Process.Signal(os.Interrupt)
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			cmd.Process.Kill()
-			<-done
-		}
-		logf.Close()
-	})
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cmd.Process.Signal(os.Interrupt)
+			done := make(chan struct{})
+			go func() { cmd.Wait(); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+				cmd.Process.Kill()
+				<-done
+			}
+			logf.Close()
+		})
+	}
+	ts.Defer(stop)
+	servers.Store(ts, stop)
 	found := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stdout)
@@ -104,6 +123,17 @@ func cmdServe(ts *testscript.TestScript, neg bool, args []string) {
 		log, _ := os.ReadFile(ts.MkAbs("server.log"))
 		ts.Fatalf("server did not start; log:\n%s", log)
 	}
+}
+
+// servers holds each script's stop function for the stop command.
+var servers sync.Map
+
+func cmdStop(ts *testscript.TestScript, neg bool, args []string) {
+	stop, ok := servers.LoadAndDelete(ts)
+	if neg || len(args) != 0 || !ok {
+		ts.Fatalf("usage: stop, after serve")
+	}
+	stop.(func())()
 }
 
 func cmdEnvStdout(ts *testscript.TestScript, neg bool, args []string) {

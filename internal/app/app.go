@@ -137,10 +137,18 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger, opts Optio
 			return nil, fmt.Errorf("find own executable for git hooks: %w", err)
 		}
 	}
+	hookHelper, err := findHookHelper(cfg.Git.HookHelper, hookBinary)
+	if err != nil {
+		return nil, err
+	}
+	if hookHelper == "" {
+		logger.Info("git hooks run the sluice binary; install sluice-hook next to it (make build does) for cheaper pushes", "binary", hookBinary)
+	}
 	a.Git, err = gitcmd.New(gitcmd.Config{
 		Binary:       cfg.Git.Binary,
-		HomeDir:      gitHome(cfg, hookBinary),
+		HomeDir:      gitHome(cfg, hookBinary+"\x00"+hookHelper),
 		HookBinary:   hookBinary,
+		HookHelper:   hookHelper,
 		MaxInputSize: int64(cfg.Git.MaxInputSize),
 		Timeout:      cfg.Git.Timeout.Duration,
 		Nice:         cfg.Git.Nice,
@@ -294,12 +302,33 @@ func (a *App) newCache() (*packcache.Cache, error) {
 	}, a.Store, a.Registry, a.Logger)
 }
 
-// gitHome is the server-owned git home (global config and hook scripts)
-// for this process. It is keyed on what gitcmd writes into it — the hook
-// binary and receive.maxInputSize — so processes sharing a data directory
-// never rewrite each other's: `go run ./cmd/sluice admin …` runs a
-// temporary binary that is gone when it exits, and a running server's
-// hooks must not be pointed at it.
+// findHookHelper returns the sluice-hook executable to install as the
+// hooks: the configured one, which must exist, or the one next to the
+// sluice binary, or "" when there is none.
+func findHookHelper(configured, hookBinary string) (string, error) {
+	if configured != "" {
+		p, err := filepath.Abs(configured)
+		if err == nil {
+			_, err = os.Stat(p)
+		}
+		if err != nil {
+			return "", fmt.Errorf("git.hook_helper: %w", err)
+		}
+		return p, nil
+	}
+	p := filepath.Join(filepath.Dir(hookBinary), "sluice-hook")
+	if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0 {
+		return p, nil
+	}
+	return "", nil
+}
+
+// gitHome is the server-owned git home (global config and hooks) for this
+// process. It is keyed on what gitcmd writes into it — the hook programs
+// and receive.maxInputSize — so processes sharing a data directory never
+// rewrite each other's: `go run ./cmd/sluice admin …` runs a temporary
+// binary that is gone when it exits, and a running server's hooks must not
+// be pointed at it.
 func gitHome(cfg config.Config, hookBinary string) string {
 	sum := sha256.Sum256([]byte(hookBinary + "\x00" + strconv.FormatInt(int64(cfg.Git.MaxInputSize), 10)))
 	return filepath.Join(cfg.Data.Dir, "git-home", hex.EncodeToString(sum[:6]))

@@ -124,7 +124,7 @@ func TestBench(t *testing.T) {
 	binary := os.Getenv("BENCH_SLUICE")
 	if binary == "" {
 		binary = filepath.Join(work, "bin", "sluice")
-		run(ctx, t, moduleRoot, "go", "build", "-o", binary, "./cmd/sluice")
+		run(ctx, t, moduleRoot, "go", "build", "-o", filepath.Dir(binary)+"/", "./cmd/sluice", "./cmd/sluice-hook")
 	}
 	uncachedSettings := map[string]string{"cache.packs": "false", "throttle.rate_limit": "false"}
 	scfg := SluiceConfig{Binary: binary, Dir: filepath.Join(work, "sluice-data"), User: user, Password: password, Settings: uncachedSettings}

@@ -21,16 +21,16 @@ import (
 
 	"github.com/sluice-scm/sluice/internal/app"
 	"github.com/sluice-scm/sluice/internal/config"
-	"github.com/sluice-scm/sluice/internal/hooks"
+	"github.com/sluice-scm/sluice/internal/hookclient"
 	"github.com/sluice-scm/sluice/internal/problem"
 )
 
 // Main runs the command line and returns the process exit status.
 func Main(args []string) int {
-	// git runs hooks as `sluice hook NAME …`: answer before cobra so the
-	// hook path stays small and never parses configuration.
+	// Without sluice-hook installed, git runs hooks as `sluice hook NAME …`:
+	// answer before cobra so the hook path never parses configuration.
 	if len(args) >= 2 && args[0] == "hook" {
-		return hooks.RunClient(args[1], args[2:], os.Stdin, os.Stdout, os.Stderr, os.Environ())
+		return hookclient.Run(args[1], args[2:], os.Stdin, os.Stdout, os.Stderr, os.Environ())
 	}
 	root := newRoot(os.Stdout, os.Stderr)
 	root.SetArgs(args)

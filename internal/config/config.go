@@ -177,6 +177,10 @@ type Git struct {
 	// HookBinary is the sluice executable git runs as its hooks; empty
 	// means this executable.
 	HookBinary string `toml:"hook_binary"`
+	// HookHelper is the sluice-hook executable (cmd/sluice-hook) git runs
+	// as its hooks when present; empty means sluice-hook next to
+	// HookBinary, if there is one. Without it, hooks run HookBinary.
+	HookHelper string `toml:"hook_helper"`
 	// Nice is the niceness of the git processes that serve clones and
 	// pushes (0 disables): the node's own requests get the CPU first.
 	Nice int `toml:"nice"`

@@ -23,8 +23,9 @@
 //   - configuration is server-owned: GIT_CONFIG_NOSYSTEM ignores /etc/gitconfig
 //     and GIT_CONFIG_GLOBAL points at HomeDir/.gitconfig, which New rewrites
 //     on every start (see globalConfig for why each key is there). Hooks are
-//     pinned with core.hooksPath to scripts that exec the sluice binary, so a
-//     hook file inside a repository is never run.
+//     pinned with core.hooksPath to symlinks to sluice-hook (or, without it,
+//     scripts that exec `sluice hook`), so a hook file inside a repository
+//     is never run.
 //
 //   - every process runs in its own process group, is bounded by
 //     Config.Timeout and its context, and on cancellation gets SIGTERM and,
@@ -60,6 +61,11 @@ type Config struct {
 	// HookBinary is the absolute path of the sluice executable that the hook
 	// scripts exec as `sluice hook NAME`.
 	HookBinary string
+	// HookHelper, when set, is the absolute path of the sluice-hook
+	// executable (cmd/sluice-hook): each hook is then a symlink to it
+	// instead of a script running HookBinary, which saves a shell and the
+	// big binary's start-up on every hook, three times per push.
+	HookHelper string
 	// MaxInputSize becomes receive.maxInputSize, the largest pack a push may
 	// send; zero leaves git's default (unlimited).
 	MaxInputSize int64
@@ -131,6 +137,11 @@ func New(cfg Config, reg prometheus.Registerer, logger *slog.Logger) (*Runner, e
 	}
 	if err := checkHookBinary(cfg.HookBinary); err != nil {
 		return nil, err
+	}
+	if cfg.HookHelper != "" {
+		if err := checkHookBinary(cfg.HookHelper); err != nil {
+			return nil, err
+		}
 	}
 	home := filepath.Clean(cfg.HomeDir)
 	r := &Runner{

@@ -357,6 +357,54 @@ func TestNoDiscoveryOutsideRepository(t *testing.T) {
 	}
 }
 
+// TestHookHelper: with a helper, every hook is a symlink to it, git runs
+// it under the hook's name (which is how sluice-hook knows which hook it
+// is), and a restart without the helper turns the links back into scripts.
+func TestHookHelper(t *testing.T) {
+	dir := t.TempDir()
+	log := filepath.Join(dir, "helper.log")
+	helper := filepath.Join(dir, "bin dir", "sluice-hook")
+	if err := os.MkdirAll(filepath.Dir(helper), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	script := "#!/bin/sh\necho \"$(basename \"$0\") $*\" >>'" + log + "'\ncat >/dev/null\n"
+	if err := os.WriteFile(helper, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	home := filepath.Join(dir, "home")
+	r := newRunner(t, "", func(c *Config) { c.HookHelper, c.HomeDir = helper, home })
+	for _, name := range HookNames {
+		target, err := os.Readlink(filepath.Join(r.HooksDir(), name))
+		if err != nil || target != helper {
+			t.Errorf("%s: link to %q, %v; want %q", name, target, err, helper)
+		}
+	}
+	makeRepo(t, r)
+	data, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"reference-transaction prepared", "reference-transaction committed"} {
+		if !strings.Contains(string(data), want) {
+			t.Errorf("helper log lacks %q:\n%s", want, data)
+		}
+	}
+
+	if _, err := New(Config{HomeDir: home, HookBinary: helper, HookHelper: "relative/sluice-hook"}, nil, slog.New(slog.DiscardHandler)); err == nil {
+		t.Error("a relative helper path was accepted")
+	}
+	r2 := newRunner(t, "", func(c *Config) { c.HomeDir = home })
+	for _, name := range HookNames {
+		fi, err := os.Lstat(filepath.Join(r2.HooksDir(), name))
+		if err != nil || !fi.Mode().IsRegular() {
+			t.Errorf("%s after a start without the helper: %v, %v; want a script", name, fi.Mode(), err)
+		}
+	}
+	if left, _ := filepath.Glob(filepath.Join(r2.HooksDir(), ".*")); len(left) > 0 {
+		t.Errorf("temporary files left in the hooks directory: %v", left)
+	}
+}
+
 func TestHomeAndHooks(t *testing.T) {
 	log := filepath.Join(t.TempDir(), "hook.log")
 	r := newRunner(t, `echo "$@" >>'`+log+`'; cat >/dev/null`)

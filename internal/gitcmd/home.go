@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -23,7 +24,7 @@ type configEntry struct {
 // config), so this file plus git's defaults decide git's behaviour.
 func globalConfig(cfg Config, hooksDir string) []configEntry {
 	e := []configEntry{
-		{"core", "hooksPath", hooksDir, "hooks are the sluice binary, never a script inside a repository"},
+		{"core", "hooksPath", hooksDir, "hooks are sluice's own programs, never a script inside a repository"},
 		{"init", "templateDir", "", "new repositories get no sample hooks or description from a template"},
 		{"transfer", "fsckObjects", "true", "every object entering a repository is checked"},
 		{"receive", "fsckObjects", "true", "pushes are checked even if transfer.fsckObjects changes"},
@@ -106,9 +107,31 @@ func (r *Runner) writeHome(cfg Config) error {
 		return fmt.Errorf("write git config: %w", err)
 	}
 	for _, name := range HookNames {
-		if err := writeFileAtomic(filepath.Join(r.hooksDir, name), []byte(hookScript(cfg.HookBinary, name)), 0o755); err != nil {
+		var err error
+		if cfg.HookHelper != "" {
+			err = symlinkAtomic(cfg.HookHelper, filepath.Join(r.hooksDir, name))
+		} else {
+			err = writeFileAtomic(filepath.Join(r.hooksDir, name), []byte(hookScript(cfg.HookBinary, name)), 0o755)
+		}
+		if err != nil {
 			return fmt.Errorf("write %s hook: %w", name, err)
 		}
+	}
+	return nil
+}
+
+// symlinkAtomic points name at target, replacing whatever name was (a
+// script from a start without the helper, or an older link) in one rename,
+// so a hook starting meanwhile runs the old or the new program.
+func symlinkAtomic(target, name string) error {
+	// Nodes may share the directory: the temporary name is this process's.
+	tmp := filepath.Join(filepath.Dir(name), fmt.Sprintf(".%s.%d.%d.link", filepath.Base(name), os.Getpid(), time.Now().UnixNano()))
+	if err := os.Symlink(target, tmp); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, name); err != nil {
+		os.Remove(tmp)
+		return err
 	}
 	return nil
 }

@@ -1,8 +1,10 @@
 // Package hooks is what runs inside a push.
 //
 // Git runs its hooks as programs. Sluice pins them (core.hooksPath, written
-// by gitcmd) to scripts that exec the sluice binary itself as
-// `sluice hook NAME ARGS…`, which runs RunClient. The hook process knows
+// by gitcmd) to sluice-hook, a tiny program next to the sluice binary, or
+// without it to scripts that exec `sluice hook NAME ARGS…`; both run
+// hookclient.Run (see that package for why the hook is its own small
+// binary: start-up cost, three hooks per push). The hook process knows
 // nothing about the push: it reads its input, collects push options and the
 // quarantine directory from the environment, and forwards everything as one
 // JSON request over a unix socket to the Server in the node that started
@@ -31,9 +33,8 @@
 //   - when the request ends (done), the refs its committed transactions
 //     moved go to the OnPushed listeners, which enqueue follow-up work
 //     (housekeeping, rescope, webhooks); nothing slow runs inside the push.
-//     This is post-receive's job, done without post-receive: every hook is
-//     a process of the sluice binary, and one fewer per push is a large
-//     share of a push's CPU.
+//     This is post-receive's job, done without post-receive: one process
+//     fewer per push.
 //
 // Git may run several reference transactions in one push: one per ref
 // without --atomic, and in git 2.39 a nested one for packed-refs when a
@@ -65,9 +66,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-scm/sluice/internal/auth"
+	"github.com/sluice-scm/sluice/internal/hookclient"
 	"github.com/sluice-scm/sluice/internal/problem"
 	"github.com/sluice-scm/sluice/internal/store"
 )
+
+// serverTimeout bounds one hook call in the server: shorter than
+// hookclient.ClientTimeout, so the hook prints the server's own error.
+const serverTimeout = 50 * time.Second
 
 // Defaults for Config's limits. Git itself does not bound push options;
 // these follow GitLab's practice of a few dozen short options.
@@ -343,7 +349,7 @@ func (s *Server) Register(req Request) (env []string, done func()) {
 			s.notifyPushed(r)
 		})
 	}
-	return []string{EnvSocket + "=" + s.socketPath, EnvToken + "=" + token}, done
+	return []string{hookclient.EnvSocket + "=" + s.socketPath, hookclient.EnvToken + "=" + token}, done
 }
 
 // endLeftovers ends the transactions git prepared but never finished for r.
@@ -427,9 +433,9 @@ func (s *Server) serveConn(conn net.Conn) {
 	defer conn.Close()
 	// Close must not wait out a caller that connected and went quiet.
 	defer context.AfterFunc(s.ctx, func() { conn.Close() })()
-	conn.SetDeadline(time.Now().Add(clientTimeout))
-	var req wireRequest
-	dec := json.NewDecoder(io.LimitReader(conn, maxWireRequest))
+	conn.SetDeadline(time.Now().Add(hookclient.ClientTimeout))
+	var req hookclient.Request
+	dec := json.NewDecoder(io.LimitReader(conn, hookclient.MaxWireRequest))
 	if err := dec.Decode(&req); err != nil {
 		s.logger.Warn("bad hook request", "err", err)
 		s.metrics.calls.WithLabelValues("unknown", "error").Inc()
@@ -461,13 +467,13 @@ const (
 	outcomeRefused  = "refused"
 )
 
-func (s *Server) dispatch(req *wireRequest) (wireResponse, string) {
+func (s *Server) dispatch(req *hookclient.Request) (hookclient.Response, string) {
 	s.mu.Lock()
 	r := s.regs[req.Token]
 	s.mu.Unlock()
 	if r == nil {
 		s.logger.Warn("hook call with an unknown token", "hook", hookLabel(req.Hook))
-		return wireResponse{Code: 1, Message: "sluice: hook call refused: unknown request"}, outcomeRefused
+		return hookclient.Response{Code: 1, Message: "sluice: hook call refused: unknown request"}, outcomeRefused
 	}
 	ctx, cancel := context.WithTimeout(s.ctx, serverTimeout)
 	defer cancel()
@@ -479,14 +485,14 @@ func (s *Server) dispatch(req *wireRequest) (wireResponse, string) {
 		return s.referenceTransaction(ctx, log, r, req)
 	}
 	log.Warn("unknown hook")
-	return wireResponse{Code: 1, Message: fmt.Sprintf("sluice: unknown hook %q", req.Hook)}, outcomeError
+	return hookclient.Response{Code: 1, Message: fmt.Sprintf("sluice: unknown hook %q", req.Hook)}, outcomeError
 }
 
-func (s *Server) preReceive(ctx context.Context, log *slog.Logger, r *registration, req *wireRequest) (wireResponse, string) {
+func (s *Server) preReceive(ctx context.Context, log *slog.Logger, r *registration, req *hookclient.Request) (hookclient.Response, string) {
 	updates, err := ParseUpdates(req.Stdin)
 	if err != nil {
 		log.Error("parse pre-receive input", "err", err)
-		return wireResponse{Code: 1, Message: "sluice: malformed hook input"}, outcomeError
+		return hookclient.Response{Code: 1, Message: "sluice: malformed hook input"}, outcomeError
 	}
 	var msgs []string
 	for _, u := range updates {
@@ -495,15 +501,15 @@ func (s *Server) preReceive(ctx context.Context, log *slog.Logger, r *registrati
 		}
 	}
 	if len(msgs) > 0 {
-		return wireResponse{Code: 1, Message: strings.Join(msgs, "\n")}, outcomeRejected
+		return hookclient.Response{Code: 1, Message: strings.Join(msgs, "\n")}, outcomeRejected
 	}
 	if req.PushOptionCount > s.cfg.MaxPushOptions {
-		return wireResponse{Code: 1, Message: fmt.Sprintf(
+		return hookclient.Response{Code: 1, Message: fmt.Sprintf(
 			"sluice: too many push options: %d (limit %d)", req.PushOptionCount, s.cfg.MaxPushOptions)}, outcomeRejected
 	}
 	for i, o := range req.PushOptions {
 		if len(o) > s.cfg.MaxPushOptionBytes {
-			return wireResponse{Code: 1, Message: fmt.Sprintf(
+			return hookclient.Response{Code: 1, Message: fmt.Sprintf(
 				"sluice: push option %d is %d bytes long (limit %d)", i+1, len(o), s.cfg.MaxPushOptionBytes)}, outcomeRejected
 		}
 	}
@@ -511,7 +517,7 @@ func (s *Server) preReceive(ctx context.Context, log *slog.Logger, r *registrati
 	policy := s.policy
 	s.mu.Unlock()
 	if policy == nil {
-		return wireResponse{}, outcomeOK
+		return hookclient.Response{}, outcomeOK
 	}
 	objects := ""
 	if s.cfg.RepoPath != nil {
@@ -520,18 +526,18 @@ func (s *Server) preReceive(ctx context.Context, log *slog.Logger, r *registrati
 	qenv, err := quarantineEnv(req.Quarantine, objects)
 	if err != nil {
 		log.Error("bad quarantine environment", "err", err)
-		return wireResponse{Code: 1, Message: "sluice: malformed hook environment"}, outcomeError
+		return hookclient.Response{Code: 1, Message: "sluice: malformed hook environment"}, outcomeError
 	}
 	if err := policy.CheckPush(ctx, r.req, updates, qenv); err != nil {
 		var pe *problem.Error
 		if errors.As(err, &pe) && pe.Kind != problem.Internal {
 			log.Info("push rejected by policy", "reason", pe.Message)
-			return wireResponse{Code: 1, Message: "sluice: " + pe.Message}, outcomeRejected
+			return hookclient.Response{Code: 1, Message: "sluice: " + pe.Message}, outcomeRejected
 		}
 		log.Error("push policy", "err", err)
-		return wireResponse{Code: 1, Message: "sluice: push policy could not be checked; try again"}, outcomeError
+		return hookclient.Response{Code: 1, Message: "sluice: push policy could not be checked; try again"}, outcomeError
 	}
-	return wireResponse{}, outcomeOK
+	return hookclient.Response{}, outcomeOK
 }
 
 // quarantineEnv checks the variables the client forwarded: only the known
@@ -550,7 +556,7 @@ func quarantineEnv(vars []string, objects string) ([]string, error) {
 	for _, kv := range vars {
 		k, v, _ := strings.Cut(kv, "=")
 		known := false
-		for _, q := range quarantineVars {
+		for _, q := range hookclient.QuarantineVars {
 			known = known || k == q
 		}
 		if !known {
@@ -592,31 +598,31 @@ func within(dir, p string) bool {
 	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
 }
 
-func (s *Server) referenceTransaction(ctx context.Context, log *slog.Logger, r *registration, req *wireRequest) (wireResponse, string) {
+func (s *Server) referenceTransaction(ctx context.Context, log *slog.Logger, r *registration, req *hookclient.Request) (hookclient.Response, string) {
 	if len(req.Args) != 1 {
 		log.Error("reference-transaction called without a phase")
-		return wireResponse{Code: 1, Message: "sluice: malformed hook call"}, outcomeError
+		return hookclient.Response{Code: 1, Message: "sluice: malformed hook call"}, outcomeError
 	}
 	phase, input := req.Args[0], string(req.Stdin)
 	updates, err := ParseUpdates(req.Stdin)
 	if err != nil {
 		log.Error("parse reference-transaction input", "phase", phase, "err", err)
-		return wireResponse{Code: 1, Message: "sluice: malformed hook input"}, outcomeError
+		return hookclient.Response{Code: 1, Message: "sluice: malformed hook input"}, outcomeError
 	}
 	if r.req.PreservesRefs {
-		return wireResponse{}, outcomeOK
+		return hookclient.Response{}, outcomeOK
 	}
 	switch phase {
 	case "prepared":
 		id, err := s.st.BeginRefTxn(ctx, r.req.RepoID, s.cfg.NodeID, input)
 		if err != nil {
 			log.Error("record ref transaction; aborting the update", "err", err)
-			return wireResponse{Code: 1, Message: "sluice: the ref update could not be recorded; nothing was changed, try again"}, outcomeError
+			return hookclient.Response{Code: 1, Message: "sluice: the ref update could not be recorded; nothing was changed, try again"}, outcomeError
 		}
 		r.mu.Lock()
 		r.open[input] = append(r.open[input], id)
 		r.mu.Unlock()
-		return wireResponse{}, outcomeOK
+		return hookclient.Response{}, outcomeOK
 
 	case "committed", "aborted":
 		committed := phase == "committed"
@@ -637,18 +643,18 @@ func (s *Server) referenceTransaction(ctx context.Context, log *slog.Logger, r *
 			if !committed {
 				// Git aborts transactions that failed before the
 				// prepared hook ran (a lock was taken, say).
-				return wireResponse{}, outcomeOK
+				return hookclient.Response{}, outcomeOK
 			}
 			// Refs moved without a prepared record; this should not
 			// happen, but the generation must move all the same.
 			log.Error("committed ref transaction without a prepared one")
 			if err := s.st.BumpGeneration(ctx, r.req.RepoID); err != nil {
 				log.Error("bump refs generation", "err", err)
-				return wireResponse{Code: 1}, outcomeError
+				return hookclient.Response{Code: 1}, outcomeError
 			}
 			s.notifyRefsChanged(r.req.RepoID, updates)
 			r.addPushed(updates)
-			return wireResponse{}, outcomeOK
+			return hookclient.Response{}, outcomeOK
 		}
 		if err := s.st.EndRefTxn(ctx, id, committed); err != nil {
 			// The record stays pending, which keeps caches from trusting
@@ -658,17 +664,17 @@ func (s *Server) referenceTransaction(ctx context.Context, log *slog.Logger, r *
 			r.mu.Lock()
 			r.unended = append(r.unended, id)
 			r.mu.Unlock()
-			return wireResponse{Code: 1}, outcomeError
+			return hookclient.Response{Code: 1}, outcomeError
 		}
 		if committed && len(updates) > 0 {
 			s.notifyRefsChanged(r.req.RepoID, updates)
 			r.addPushed(updates)
 		}
-		return wireResponse{}, outcomeOK
+		return hookclient.Response{}, outcomeOK
 	}
 	// Phases a newer git may add are not ours to block.
 	log.Warn("unknown reference-transaction phase", "phase", phase)
-	return wireResponse{}, outcomeOK
+	return hookclient.Response{}, outcomeOK
 }
 
 // notifyPushed hands r's committed updates to the OnPushed listeners, in

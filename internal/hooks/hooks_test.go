@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/sluice-scm/sluice/internal/auth"
+	"github.com/sluice-scm/sluice/internal/hookclient"
 	"github.com/sluice-scm/sluice/internal/problem"
 	"github.com/sluice-scm/sluice/internal/store"
 )
@@ -31,7 +32,7 @@ func TestMain(m *testing.M) {
 			fmt.Fprintln(os.Stderr, "usage: hook NAME ARGS…")
 			os.Exit(2)
 		}
-		os.Exit(RunClient(os.Args[2], os.Args[3:], os.Stdin, os.Stdout, os.Stderr, os.Environ()))
+		os.Exit(hookclient.Run(os.Args[2], os.Args[3:], os.Stdin, os.Stdout, os.Stderr, os.Environ()))
 	}
 	os.Exit(m.Run())
 }
@@ -162,7 +163,7 @@ func run(t *testing.T, env []string, hook string, args []string, stdin string) (
 	t.Helper()
 	var stdout, stderr bytes.Buffer
 	environ := append([]string{"PATH=/usr/bin:/bin"}, env...)
-	code := RunClient(hook, args, strings.NewReader(stdin), &stdout, &stderr, environ)
+	code := hookclient.Run(hook, args, strings.NewReader(stdin), &stdout, &stderr, environ)
 	if stdout.Len() > 0 {
 		t.Errorf("hook wrote to stdout: %q", stdout.String())
 	}
@@ -536,7 +537,7 @@ func TestClientRefusals(t *testing.T) {
 	env, done := s.Register(Request{RepoID: 1})
 	defer done()
 	in := line(oidA, oidB, "refs/heads/main")
-	badToken := []string{EnvSocket + "=" + s.SocketPath(), EnvToken + "=" + strings.Repeat("ab", 32)}
+	badToken := []string{hookclient.EnvSocket + "=" + s.SocketPath(), hookclient.EnvToken + "=" + strings.Repeat("ab", 32)}
 	tests := []struct {
 		name     string
 		env      []string
@@ -549,8 +550,8 @@ func TestClientRefusals(t *testing.T) {
 		{"no token", env[:1], "reference-transaction", []string{"prepared"}, 1, "hook called outside a sluice request"},
 		{"aborted never blocks", nil, "reference-transaction", []string{"aborted"}, 0, "hook called outside a sluice request"},
 		{"unknown token", badToken, "pre-receive", nil, 1, "refused"},
-		{"server gone", []string{EnvSocket + "=" + filepath.Join(t.TempDir(), "none.sock"), EnvToken + "=x"}, "pre-receive", nil, 1, "unreachable"},
-		{"server gone, aborted", []string{EnvSocket + "=" + filepath.Join(t.TempDir(), "none.sock"), EnvToken + "=x"},
+		{"server gone", []string{hookclient.EnvSocket + "=" + filepath.Join(t.TempDir(), "none.sock"), hookclient.EnvToken + "=x"}, "pre-receive", nil, 1, "unreachable"},
+		{"server gone, aborted", []string{hookclient.EnvSocket + "=" + filepath.Join(t.TempDir(), "none.sock"), hookclient.EnvToken + "=x"},
 			"reference-transaction", []string{"aborted"}, 0, "unreachable"},
 		{"unknown hook", env, "update", []string{"refs/heads/main", oidA, oidB}, 1, "unknown hook"},
 		{"bad push option count", append(env[:2:2], "GIT_PUSH_OPTION_COUNT=x"), "pre-receive", nil, 1, "GIT_PUSH_OPTION_COUNT"},
@@ -662,7 +663,7 @@ func TestServerSocket(t *testing.T) {
 		// A token is only good at the server that issued it.
 		env, done := a.Register(Request{RepoID: 1})
 		defer done()
-		env[0] = EnvSocket + "=" + b.SocketPath()
+		env[0] = hookclient.EnvSocket + "=" + b.SocketPath()
 		if code, _ := run(t, env, "pre-receive", nil, ""); code == 0 {
 			t.Error("server b accepted server a's token")
 		}
@@ -682,7 +683,7 @@ func TestConcurrentCalls(t *testing.T) {
 			in := line(zero, oidA, fmt.Sprintf("refs/heads/b%d", i))
 			for _, phase := range []string{"prepared", "committed"} {
 				var stderr bytes.Buffer
-				if code := RunClient("reference-transaction", []string{phase}, strings.NewReader(in), io.Discard, &stderr, env); code != 0 {
+				if code := hookclient.Run("reference-transaction", []string{phase}, strings.NewReader(in), io.Discard, &stderr, env); code != 0 {
 					t.Errorf("%s: exit %d, %q", phase, code, stderr.String())
 				}
 			}
@@ -768,7 +769,7 @@ func TestSilentPeers(t *testing.T) {
 			}
 		}()
 		start := time.Now()
-		_, err = call(sock, &wireRequest{Token: "x", Hook: "pre-receive"}, 200*time.Millisecond)
+		_, err = hookclient.Call(sock, &hookclient.Request{Token: "x", Hook: "pre-receive"}, 200*time.Millisecond)
 		if err == nil {
 			t.Fatal("call to a silent server succeeded")
 		}

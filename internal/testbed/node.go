@@ -54,12 +54,13 @@ func Binary(t testing.TB) string {
 			buildErr = err
 			return
 		}
+		// sluice-hook goes next to sluice, where the node finds it.
 		buildPath = filepath.Join(dir, "sluice")
-		cmd := exec.Command("go", "build", "-o", buildPath, "./cmd/sluice")
+		cmd := exec.Command("go", "build", "-o", dir+string(filepath.Separator), "./cmd/sluice", "./cmd/sluice-hook")
 		cmd.Dir = moduleRoot()
 		out, err := cmd.CombinedOutput()
 		if err != nil {
-			buildErr = errors.New("go build ./cmd/sluice: " + string(out))
+			buildErr = errors.New("go build ./cmd/sluice ./cmd/sluice-hook: " + string(out))
 		}
 	})
 	if buildErr != nil {
