@@ -192,15 +192,25 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger, opts Optio
 		_, err := a.Repos.HousekeepIfNeeded(ctx, args.RepoID)
 		return err
 	})
+	queued := newRecentSet(housekeepingDelay - time.Second)
 	a.Hooks.OnPushed(func(req hooks.Request, _ []hooks.RefUpdate) {
 		// Housekeeping never runs inside a push: it is queued, delayed so
 		// a burst of pushes is housekept once, and one pending job per
-		// repository is enough however many pushes land.
+		// repository is enough however many pushes land. The job this node
+		// queued a moment ago has not started yet (it is delayed), so a
+		// push meanwhile skips the database round trip that River's
+		// uniqueness check would turn into a no-op anyway.
+		now := time.Now()
+		if queued.has(req.RepoID, now) {
+			return
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		if err := a.Jobs.Enqueue(ctx, JobHousekeeping, map[string]int64{"repo_id": req.RepoID}, jobs.Unique(), jobs.Delay(housekeepingDelay)); err != nil {
 			logger.Warn("enqueue housekeeping", "component", "app", "repo_id", req.RepoID, "err", err)
+			return
 		}
+		queued.add(req.RepoID, now)
 	})
 
 	if err := a.newPulls(); err != nil {

@@ -157,7 +157,14 @@ func New(db *store.DB, cfg Config, logger *slog.Logger, reg prometheus.Registere
 		if err := migrateSQLite(ctx, driver, db.SQL(), logger); err != nil {
 			return nil, err
 		}
-		q.build = func(c *river.Config) (riverClient, error) { return river.NewClient(driver, c) }
+		// SQLite has no LISTEN/NOTIFY: River's SQLite listener emulates it
+		// by polling a table every 50 ms, forever, twenty queries a second
+		// on an idle node. One node on one database file gains nothing
+		// from it that FetchPollInterval does not give.
+		q.build = func(c *river.Config) (riverClient, error) {
+			c.PollOnly = true
+			return river.NewClient(driver, c)
+		}
 	default:
 		return nil, fmt.Errorf("jobs: unsupported database %q", db.Dialect())
 	}
