@@ -243,6 +243,19 @@ func (c *call) json(v any) error {
 	return nil
 }
 
+// rawJSON writes a JSON body made beforehand with status 200 and the same
+// headers as json, plus its length.
+func (c *call) rawJSON(body []byte) error {
+	h := c.w.Header()
+	h.Set("Content-Type", "application/json;charset=UTF-8")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Cache-Control", "no-cache, no-store")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	c.w.WriteHeader(http.StatusOK)
+	_, _ = c.w.Write(body) // a client gone away is not our error
+	return nil
+}
+
 // jsonStatus writes v with status.
 func (c *call) jsonStatus(status int, v any) error {
 	writeJSONStatus(c.w, status, v)

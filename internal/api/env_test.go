@@ -22,6 +22,7 @@ import (
 	"github.com/sluice-scm/sluice/internal/api"
 	"github.com/sluice-scm/sluice/internal/auth"
 	"github.com/sluice-scm/sluice/internal/gitcmd"
+	"github.com/sluice-scm/sluice/internal/hookclient"
 	"github.com/sluice-scm/sluice/internal/hooks"
 	"github.com/sluice-scm/sluice/internal/repo"
 	"github.com/sluice-scm/sluice/internal/store"
@@ -31,7 +32,7 @@ import (
 // scripts exec HookBinary ("hook NAME …"), and the test binary is that.
 func TestMain(m *testing.M) {
 	if len(os.Args) > 2 && os.Args[1] == "hook" {
-		os.Exit(hooks.RunClient(os.Args[2], os.Args[3:], os.Stdin, os.Stdout, os.Stderr, os.Environ()))
+		os.Exit(hookclient.Run(os.Args[2], os.Args[3:], os.Stdin, os.Stdout, os.Stderr, os.Environ()))
 	}
 	os.Exit(m.Run())
 }

@@ -1,6 +1,8 @@
 package api
 
 import (
+	"bytes"
+	"encoding/json"
 	"strconv"
 
 	"github.com/sluice-scm/sluice/internal/problem"
@@ -79,6 +81,52 @@ func mapPage[T, U any](p pageJSON[T], f func(T) U) pageJSON[U] {
 		out.Values[i] = f(v)
 	}
 	return out
+}
+
+// rawPage writes a page whose values are already JSON, byte for byte as
+// encoding pageJSON would (the values compact, as encoding/json leaves
+// them), followed by the fields extra writes (each starting with a comma)
+// and the encoder's newline. It lets a handler serve values rendered once
+// instead of encoding them on every request.
+func rawPage(p pageJSON[[]byte], extra func(b *bytes.Buffer)) []byte {
+	n := 128
+	for _, v := range p.Values {
+		n += len(v) + 1
+	}
+	var b bytes.Buffer
+	b.Grow(n)
+	b.WriteString(`{"size":`)
+	b.WriteString(strconv.Itoa(p.Size))
+	b.WriteString(`,"limit":`)
+	b.WriteString(strconv.Itoa(p.Limit))
+	b.WriteString(`,"start":`)
+	b.WriteString(strconv.Itoa(p.Start))
+	b.WriteString(`,"isLastPage":`)
+	b.WriteString(strconv.FormatBool(p.IsLastPage))
+	b.WriteString(`,"values":[`)
+	for i, v := range p.Values {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.Write(v)
+	}
+	b.WriteByte(']')
+	if p.NextPageStart != nil {
+		b.WriteString(`,"nextPageStart":`)
+		b.WriteString(strconv.Itoa(*p.NextPageStart))
+	}
+	if extra != nil {
+		extra(&b)
+	}
+	b.WriteString("}\n")
+	return b.Bytes()
+}
+
+// writeJSONString writes s as a JSON string, escaped as the API's encoder
+// escapes it (HTML characters included).
+func writeJSONString(b *bytes.Buffer, s string) {
+	q, _ := json.Marshal(s) // a string always encodes
+	b.Write(q)
 }
 
 // filterBatch is how many rows a filtered listing reads from the store at

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"errors"
 	"net/http"
 	"net/url"
@@ -373,42 +374,20 @@ func (c *call) pullChanges() error {
 	if err != nil {
 		return err
 	}
-	changes, truncated, err := c.s.Pulls.Changes(c.ctx, pr)
+	// The values come rendered from the diff cache; only the page around
+	// them is written per request.
+	values, truncated, err := c.s.Pulls.ChangesJSON(c.ctx, pr)
 	if err != nil {
 		return err
 	}
-	type pathJSON struct {
-		Components []string `json:"components"`
-		Name       string   `json:"name"`
-		ToString   string   `json:"toString"`
-	}
-	type changeJSON struct {
-		Path       pathJSON       `json:"path"`
-		SrcPath    *pathJSON      `json:"srcPath,omitempty"`
-		Type       string         `json:"type"`
-		NodeType   string         `json:"nodeType"`
-		Binary     bool           `json:"binary,omitempty"`
-		Properties map[string]any `json:"properties"`
-	}
-	mkPath := func(p string) pathJSON {
-		parts := strings.Split(p, "/")
-		return pathJSON{Components: parts, Name: parts[len(parts)-1], ToString: p}
-	}
-	page := mapPage(slicePage(changes, pg), func(ch pull.Change) changeJSON {
-		out := changeJSON{Path: mkPath(ch.Path), Type: ch.Type, NodeType: "FILE", Binary: ch.Binary,
-			Properties: map[string]any{"linesAdded": ch.Added, "linesRemoved": ch.Deleted}}
-		if ch.SrcPath != "" {
-			sp := mkPath(ch.SrcPath)
-			out.SrcPath = &sp
-		}
-		return out
-	})
-	return c.json(struct {
-		pageJSON[changeJSON]
-		FromHash  string `json:"fromHash"`
-		ToHash    string `json:"toHash"`
-		Truncated bool   `json:"truncated"`
-	}{page, pr.BaseSHA, pr.FromSHA, truncated})
+	return c.rawJSON(rawPage(slicePage(values, pg), func(b *bytes.Buffer) {
+		b.WriteString(`,"fromHash":`)
+		writeJSONString(b, pr.BaseSHA)
+		b.WriteString(`,"toHash":`)
+		writeJSONString(b, pr.FromSHA)
+		b.WriteString(`,"truncated":`)
+		b.WriteString(strconv.FormatBool(truncated))
+	}))
 }
 
 func (c *call) pullDiff() error {

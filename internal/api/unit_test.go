@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -248,6 +249,35 @@ func TestFilteredPage(t *testing.T) {
 		}
 		if p.Size != tt.size || p.IsLastPage != tt.last || (tt.size > 0 && p.Values[0] != tt.first) {
 			t.Errorf("%+v: size %d last %v values %v", tt.pg, p.Size, p.IsLastPage, p.Values)
+		}
+	}
+}
+
+// TestRawPageMatchesEncoder: a page written around values rendered
+// beforehand is byte for byte what encoding the page would give, on the
+// first, a middle, the last and an empty page.
+func TestRawPageMatchesEncoder(t *testing.T) {
+	values := [][]byte{[]byte(`{"a":1}`), []byte(`"x\u003cy"`), []byte(`[1,2]`), []byte(`null`), []byte(`{"b":{"c":[]}}`)}
+	for _, pg := range []store.Page{{Start: 0, Limit: 2}, {Start: 2, Limit: 2}, {Start: 4, Limit: 2}, {Start: 9, Limit: 25}, {Start: 0, Limit: 25}} {
+		p := slicePage(values, pg)
+		got := rawPage(p, func(b *bytes.Buffer) {
+			b.WriteString(`,"fromHash":`)
+			writeJSONString(b, "abc<&>")
+			b.WriteString(`,"truncated":true`)
+		})
+		raw := mapPage(p, func(v []byte) json.RawMessage { return v })
+		var want bytes.Buffer
+		enc := json.NewEncoder(&want)
+		enc.SetEscapeHTML(true)
+		if err := enc.Encode(struct {
+			pageJSON[json.RawMessage]
+			FromHash  string `json:"fromHash"`
+			Truncated bool   `json:"truncated"`
+		}{raw, "abc<&>", true}); err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != want.String() {
+			t.Errorf("page %+v:\n got %s\nwant %s", pg, got, want.String())
 		}
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/sluice-scm/sluice/internal/auth"
 	"github.com/sluice-scm/sluice/internal/gitcmd"
 	"github.com/sluice-scm/sluice/internal/githttp"
+	"github.com/sluice-scm/sluice/internal/hookclient"
 	"github.com/sluice-scm/sluice/internal/hooks"
 	"github.com/sluice-scm/sluice/internal/hosting"
 	"github.com/sluice-scm/sluice/internal/repo"
@@ -33,7 +34,7 @@ import (
 // scripts gitcmd writes exec HookBinary, which the tests point here.
 func TestMain(m *testing.M) {
 	if len(os.Args) > 2 && os.Args[1] == "hook" {
-		os.Exit(hooks.RunClient(os.Args[2], os.Args[3:], os.Stdin, os.Stdout, os.Stderr, os.Environ()))
+		os.Exit(hookclient.Run(os.Args[2], os.Args[3:], os.Stdin, os.Stdout, os.Stderr, os.Environ()))
 	}
 	os.Exit(m.Run())
 }

@@ -157,7 +157,7 @@ func newTestServer(t *testing.T, cfg Config) *testServer {
 	return &testServer{Server: s, st: st, reg: reg}
 }
 
-// run calls RunClient as git would run the hook, with env on top of a
+// run calls hookclient.Run as git would run the hook, with env on top of a
 // minimal environment.
 func run(t *testing.T, env []string, hook string, args []string, stdin string) (int, string) {
 	t.Helper()

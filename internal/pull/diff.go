@@ -84,6 +84,13 @@ type diffResult struct {
 	renderOnce sync.Once
 	rendered   []byte
 	renderErr  error
+
+	// The stat as the API's JSON, one value per file, made once per node
+	// on first use: encoding 300 changes by reflection on every page read
+	// cost more than the rest of the request's own work.
+	changesOnce sync.Once
+	changesJSON [][]byte
+	changesErr  error
 }
 
 // json is the whole diff as the API serves it (encoding/json with HTML
@@ -586,6 +593,67 @@ func (s *Service) Changes(ctx context.Context, pr *store.PullRequest) ([]Change,
 		return nil, false, err
 	}
 	return d.changes, d.truncated, nil
+}
+
+// ChangesJSON is the diff stat as the REST API serves it: one JSON value
+// per changed file, in Bitbucket's change shape (see restChange), in the
+// order of Changes. The values are rendered once per node and shared:
+// callers must not modify them.
+func (s *Service) ChangesJSON(ctx context.Context, pr *store.PullRequest) (values [][]byte, truncated bool, err error) {
+	d, err := s.diff(ctx, pr)
+	if err != nil {
+		return nil, false, err
+	}
+	d.changesOnce.Do(func() { d.changesJSON, d.changesErr = renderChanges(d.changes) })
+	return d.changesJSON, d.truncated, d.changesErr
+}
+
+// restPath is a file path in Bitbucket's shape.
+type restPath struct {
+	Components []string `json:"components"`
+	Name       string   `json:"name"`
+	ToString   string   `json:"toString"`
+}
+
+// restChange is one changed file in Bitbucket's shape
+// (GET …/pull-requests/{id}/changes).
+type restChange struct {
+	Path       restPath        `json:"path"`
+	SrcPath    *restPath       `json:"srcPath,omitempty"`
+	Type       string          `json:"type"`
+	NodeType   string          `json:"nodeType"`
+	Binary     bool            `json:"binary,omitempty"`
+	Properties restChangeProps `json:"properties"`
+}
+
+type restChangeProps struct {
+	LinesAdded   int `json:"linesAdded"`
+	LinesRemoved int `json:"linesRemoved"`
+}
+
+func toRESTPath(p string) restPath {
+	parts := strings.Split(p, "/")
+	return restPath{Components: parts, Name: parts[len(parts)-1], ToString: p}
+}
+
+// renderChanges encodes each change as the API does (HTML escaping on),
+// without the encoder's trailing newline, so the values can be joined.
+func renderChanges(changes []Change) ([][]byte, error) {
+	out := make([][]byte, len(changes))
+	for i, ch := range changes {
+		rc := restChange{Path: toRESTPath(ch.Path), Type: ch.Type, NodeType: "FILE", Binary: ch.Binary,
+			Properties: restChangeProps{LinesAdded: ch.Added, LinesRemoved: ch.Deleted}}
+		if ch.SrcPath != "" {
+			sp := toRESTPath(ch.SrcPath)
+			rc.SrcPath = &sp
+		}
+		b, err := encodeJSON(rc)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = bytes.TrimSuffix(b, []byte("\n"))
+	}
+	return out, nil
 }
 
 // DiffOptions select what Diff returns.

@@ -177,6 +177,23 @@ func (s *Service) CanMerge(ctx context.Context, p *auth.Principal, target *store
 	if to == "" {
 		return nil, problem.New(problem.NotFound, "target branch %q not found", shortRef(pr.ToRef))
 	}
+	// So is the source when it is a branch of the same repository: a push
+	// to it is answered about the pushed commit, not the one the rescope
+	// job has yet to record. A fork's new commits are not in this
+	// repository until that job fetches them, so a fork's source is the
+	// recorded one until then.
+	if pr.FromRepoID == pr.RepoID {
+		from, err := s.resolve(ctx, s.repos.Path(pr.RepoID), pr.FromRef)
+		if err != nil {
+			return nil, err
+		}
+		if from != "" && from != pr.FromSHA {
+			live := *pr
+			// The row's stored outcome is about the recorded commits.
+			live.FromSHA, live.MergeStatus, live.Conflicts = from, "", ""
+			pr = &live
+		}
+	}
 	o, err := s.mergeOutcome(ctx, pr, to, strategy)
 	if err != nil {
 		return nil, err

@@ -16,7 +16,9 @@
 //     timing out. Each node renders the whole diff to the API's JSON once
 //     (DiffJSON) and serves those bytes, with an entity tag made of the
 //     pull request and its two commits, from then on: parsing 300 files
-//     into hunks and encoding them was most of a cached read.
+//     into hunks and encoding them was most of a cached read. The stat
+//     is rendered once the same way, one value per file (ChangesJSON), so
+//     a page of it costs a copy.
 //
 //   - Merges run on the object database only: `git merge-tree
 //     --write-tree` gives the merged tree (or the conflicted files),

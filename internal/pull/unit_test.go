@@ -306,3 +306,31 @@ func TestMailMessage(t *testing.T) {
 		})
 	}
 }
+
+// TestRenderChanges: the stat's values are Bitbucket's change shape,
+// HTML-escaped as the API's encoder escapes, with no trailing newline so
+// a page can join them.
+func TestRenderChanges(t *testing.T) {
+	got, err := renderChanges([]Change{
+		{Path: "top.txt", Type: "ADD", Added: 3},
+		{Path: "dir/new <&>.go", SrcPath: "old/é.go", Type: "MOVE", Added: 1, Deleted: 2},
+		{Path: "img/logo.png", Type: "MODIFY", Binary: true},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		`{"path":{"components":["top.txt"],"name":"top.txt","toString":"top.txt"},"type":"ADD","nodeType":"FILE","properties":{"linesAdded":3,"linesRemoved":0}}`,
+		`{"path":{"components":["dir","new \u003c\u0026\u003e.go"],"name":"new \u003c\u0026\u003e.go","toString":"dir/new \u003c\u0026\u003e.go"},` +
+			`"srcPath":{"components":["old","é.go"],"name":"é.go","toString":"old/é.go"},"type":"MOVE","nodeType":"FILE","properties":{"linesAdded":1,"linesRemoved":2}}`,
+		`{"path":{"components":["img","logo.png"],"name":"logo.png","toString":"img/logo.png"},"type":"MODIFY","nodeType":"FILE","binary":true,"properties":{"linesAdded":0,"linesRemoved":0}}`,
+	}
+	if len(got) != len(want) {
+		t.Fatalf("got %d values, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if string(got[i]) != want[i] {
+			t.Errorf("value %d:\n got %s\nwant %s", i, got[i], want[i])
+		}
+	}
+}

@@ -15,6 +15,8 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -49,6 +51,7 @@ type DB struct {
 	pool    *pgxpool.Pool // nil on SQLite
 	dialect string
 	logger  *slog.Logger
+	stmts   *stmtCache // nil on PostgreSQL
 }
 
 var _ Store = (*DB)(nil)
@@ -147,7 +150,7 @@ func openSQLite(path string, o options) (*DB, error) {
 	n := min(o.maxOpenConns, max(4, 2*runtime.NumCPU()))
 	db.SetMaxOpenConns(n)
 	db.SetMaxIdleConns(n)
-	return &DB{db: db, dialect: "sqlite"}, nil
+	return &DB{db: db, dialect: "sqlite", stmts: &stmtCache{}}, nil
 }
 
 func openPostgres(ctx context.Context, rawURL string, o options) (*DB, error) {
@@ -194,6 +197,7 @@ func (d *DB) Ping(ctx context.Context) error {
 
 // Close releases the connections.
 func (d *DB) Close() error {
+	d.stmts.close()
 	err := d.db.Close()
 	if d.pool != nil {
 		d.pool.Close()
@@ -277,16 +281,99 @@ func (d *DB) q(query string) string {
 	return b.String()
 }
 
+// stmtCache keeps SQLite statements prepared, by query text, for the life
+// of the DB. Parsing and planning a statement cost more than running the
+// small primary-key reads every request makes (authentication, repository
+// lookup, permission check: about an eighth of a cached REST read's CPU
+// before this cache), and the query texts are the package's constants, so
+// the set is small and fixed. database/sql prepares a cached statement
+// lazily on each pooled connection it runs on and resets it after each
+// use (Rows.Close), so no read transaction outlives its query.
+//
+// PostgreSQL needs none of this: pgx already keeps a per-connection cache
+// of prepared statements for every query it runs.
+type stmtCache struct {
+	m sync.Map // query text → *sql.Stmt
+	n atomic.Int32
+}
+
+// maxStmts bounds the cache. The package has about 150 distinct query
+// texts; queries whose text varies with their arguments (IN lists) go
+// through queryDynamic and execDynamic instead, so the bound is a guard
+// against a mistake, not a working limit. Past it queries run unprepared,
+// as they would without the cache.
+const maxStmts = 512
+
+// get returns the prepared statement of query, preparing it on first use,
+// or nil when it cannot be cached: the caller then runs the query
+// unprepared, which also reports a bad query's error where it always was.
+func (c *stmtCache) get(ctx context.Context, db *sql.DB, query string) *sql.Stmt {
+	if c == nil {
+		return nil
+	}
+	if s, ok := c.m.Load(query); ok {
+		return s.(*sql.Stmt)
+	}
+	if c.n.Load() >= maxStmts {
+		return nil
+	}
+	s, err := db.PrepareContext(ctx, query)
+	if err != nil {
+		return nil
+	}
+	if prev, loaded := c.m.LoadOrStore(query, s); loaded {
+		// Another request prepared it first.
+		s.Close()
+		return prev.(*sql.Stmt)
+	}
+	c.n.Add(1)
+	return s
+}
+
+func (c *stmtCache) close() {
+	if c == nil {
+		return
+	}
+	c.m.Range(func(k, v any) bool {
+		v.(*sql.Stmt).Close()
+		c.m.Delete(k)
+		return true
+	})
+}
+
 func (d *DB) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
-	return d.db.ExecContext(ctx, d.q(query), args...)
+	query = d.q(query)
+	if s := d.stmts.get(ctx, d.db, query); s != nil {
+		return s.ExecContext(ctx, args...)
+	}
+	return d.db.ExecContext(ctx, query, args...)
 }
 
 func (d *DB) query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
-	return d.db.QueryContext(ctx, d.q(query), args...)
+	query = d.q(query)
+	if s := d.stmts.get(ctx, d.db, query); s != nil {
+		return s.QueryContext(ctx, args...)
+	}
+	return d.db.QueryContext(ctx, query, args...)
 }
 
 func (d *DB) queryRow(ctx context.Context, query string, args ...any) *sql.Row {
-	return d.db.QueryRowContext(ctx, d.q(query), args...)
+	query = d.q(query)
+	if s := d.stmts.get(ctx, d.db, query); s != nil {
+		return s.QueryRowContext(ctx, args...)
+	}
+	return d.db.QueryRowContext(ctx, query, args...)
+}
+
+// execDynamic and queryDynamic run a query whose text is built from its
+// arguments (an IN list as long as the input), unprepared: caching each
+// length would fill the statement cache with texts used once.
+func (d *DB) execDynamic(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	return d.db.ExecContext(ctx, d.q(query), args...)
+}
+
+func (d *DB) queryDynamic(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	return d.db.QueryContext(ctx, d.q(query), args...)
 }
 
 // tx runs fn in a transaction, committing when it returns nil.

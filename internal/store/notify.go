@@ -114,7 +114,7 @@ func (d *DB) MarkNotificationsRead(ctx context.Context, userID int64, ids []int6
 			args = append(args, id)
 		}
 	}
-	res, err := d.exec(ctx, q, args...)
+	res, err := d.execDynamic(ctx, q, args...)
 	if err != nil {
 		return 0, d.fail(err, "mark notifications read")
 	}

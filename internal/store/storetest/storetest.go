@@ -47,6 +47,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ConcurrentRefTxns", testConcurrentRefTxns},
 		{"Settings", testSettings},
 		{"SettingIfAbsent", testSettingIfAbsent},
+		{"ReadsSeeWrites", testReadsSeeWrites},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -1156,4 +1157,76 @@ func testSettingIfAbsent(t *testing.T, s store.Store) {
 	}
 	_, err = s.PutSettingIfAbsent(c, "", "x")
 	wantKind(t, err, problem.Invalid)
+}
+
+// testReadsSeeWrites: the reads every request makes (user, token,
+// grants, repository) see each write made before them, from any pooled
+// connection, while other goroutines run the same queries. A store that
+// keeps statements prepared must reset them after each use: one left
+// open would pin its connection to an old snapshot.
+func testReadsSeeWrites(t *testing.T, s store.Store) {
+	c := ctx(t)
+	u := mkUser(t, s, "ana")
+	p := mkProject(t, s, "RSW")
+	r := mkRepo(t, s, p, "repo")
+	tok := &store.Token{UserID: u.ID, Name: "t", Hash: hash("rsw"), Scope: store.ScopeRead}
+	ok(t, s.CreateToken(c, tok))
+	const readers, rounds = 4, 30
+	var wg sync.WaitGroup
+	errs := make(chan error, readers*rounds)
+	for g := 0; g < readers; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < rounds; i++ {
+				if _, err := s.UserByID(c, u.ID); err != nil {
+					errs <- err
+				}
+				if _, err := s.TokenByHash(c, hash("rsw")); err != nil {
+					errs <- err
+				}
+				if _, _, _, err := s.EffectiveGrants(c, u.ID, p.ID, r.ID); err != nil {
+					errs <- err
+				}
+			}
+		}()
+	}
+	base := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i := 0; i < rounds; i++ {
+		name := fmt.Sprintf("Ana %d", i)
+		cur, err := s.UserByID(c, u.ID)
+		ok(t, err)
+		cur.DisplayName, cur.Active = name, i%2 == 0
+		ok(t, s.UpdateUser(c, cur))
+		at := base.Add(time.Duration(i) * time.Minute)
+		ok(t, s.TouchToken(c, tok.ID, at))
+		perm := store.PermRepoRead
+		if i%2 == 1 {
+			perm = store.PermRepoWrite
+		}
+		ok(t, s.SetRepoPermission(c, r.ID, store.Grant{UserID: u.ID, Permission: perm}))
+		// Several reads, so that more than one pooled connection answers.
+		for j := 0; j < 3; j++ {
+			got, err := s.UserByID(c, u.ID)
+			ok(t, err)
+			if got.DisplayName != name || got.Active != (i%2 == 0) {
+				t.Fatalf("round %d: user %q active=%t, want %q active=%t", i, got.DisplayName, got.Active, name, i%2 == 0)
+			}
+			gt, err := s.TokenByHash(c, hash("rsw"))
+			ok(t, err)
+			if gt.LastUsedAt == nil || !gt.LastUsedAt.Equal(at) {
+				t.Fatalf("round %d: token last used %v, want %v", i, gt.LastUsedAt, at)
+			}
+			_, _, repo, err := s.EffectiveGrants(c, u.ID, p.ID, r.ID)
+			ok(t, err)
+			if !slices.Equal(repo, []store.Permission{perm}) {
+				t.Fatalf("round %d: repo grants %v, want [%s]", i, repo, perm)
+			}
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Errorf("concurrent read: %v", err)
+	}
 }
