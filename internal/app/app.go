@@ -152,6 +152,9 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger, opts Optio
 		MaxInputSize: int64(cfg.Git.MaxInputSize),
 		Timeout:      cfg.Git.Timeout.Duration,
 		Nice:         cfg.Git.Nice,
+		// As many threads per git process as the node has cores, which
+		// under a quota or throttle.cores is fewer than git would count.
+		PackThreads: throttle.PackThreads(cfg.Throttle.Cores),
 	}, a.Registry, logger)
 	if err != nil {
 		return nil, fmt.Errorf("git: %w", err)

@@ -19,8 +19,12 @@
 // half-reaped.
 //
 // The load client (internal/loadgen) runs on the same machine and competes
-// for its cores, equally for both servers; it verifies every pack's
-// checksum but stores nothing.
+// for its cores, equally for both servers; it stores nothing, and verifies
+// every pack's trailing checksum — except in the clone storm, where each
+// distinct request's first pack is checksummed and every later one must
+// match it byte for byte (length, object count, trailer, CRC-32C), because
+// SHA-1 of every pack would make the client, not the servers, the
+// bottleneck (see docs/benchmarks.md).
 package bench
 
 import (

@@ -246,20 +246,28 @@ func TestBench(t *testing.T) {
 		if err := WriteStaticFile(filepath.Join(staticDir, "clone.bin"), cloneBytes); err != nil {
 			t.Fatal(err)
 		}
+		// The storm's cache-off rows are its own runs: every storm row
+		// checks packs by fingerprint (StormCloneOp), the clone phase's
+		// rows by SHA-1.
+		stormBase := measure(base, "clone (v2, storm)", duration, StormCloneOp(baseClient, base.URL(repoURLPath)))
+		stormOff := measure(sl, "clone (v2, storm)", duration, StormCloneOp(n.http, sl.URL(repoURLPath)))
 		staticClient := NewHTTPClient(workers)
 		defer staticClient.CloseIdleConnections()
-		static = measure(base, "static file", duration, StaticOp(staticClient, base.URL("/static/clone.bin")))
+		static = measure(base, "static file", duration, StaticOp(staticClient, base.URL("/static/clone.bin"), cloneBytes))
 		slowOff = n.slowClone(sl, repoURLPath, slowRate)
 
 		// Phase 2, cache on: one slow clone (a miss), then the storm.
 		sl = n.start("sluice-cache", map[string]string{"cache.packs": "true", "throttle.rate_limit": "false"}, 0, true)
 		slowOn := n.slowClone(sl, repoURLPath, slowRate)
 		lookups := n.lookups(sl)
-		cached = measure(sl, "clone (v2, cached)", duration, CloneOp(n.http, sl.URL(repoURLPath), loadgen.V2))
+		cached = measure(sl, "clone (v2, cached)", duration, StormCloneOp(n.http, sl.URL(repoURLPath)))
 		after := n.lookups(sl)
-		storm = Storm{Backend: cloneBase, Uncached: cloneHTTP, Cached: cached, Static: static,
+		storm = Storm{Backend: stormBase, Uncached: stormOff, Cached: cached, Static: static,
 			Hits: after["hit"] - lookups["hit"], Coalesced: after["coalesced"] - lookups["coalesced"], Misses: after["miss"] - lookups["miss"],
 			SlowOff: slowOff, SlowOn: slowOn, SlowRate: slowRate}
+		if len(only) > 0 {
+			fmt.Println(StormSection(storm).Markdown())
+		}
 	}
 
 	// Phase 3, cache off again: pushes.
@@ -286,13 +294,22 @@ func TestBench(t *testing.T) {
 		}
 		return m
 	}
+	var capacity ThrottleCapacity
 	if wantPhase("throttle") {
-		off = n.throttleRun("off (fixed, 10000 tickets)", "sluice-throttle-off", throttleSettings("throttle.strategy", "fixed", "throttle.fixed", "10000"),
-			throttleCores, workers, duration, idle, repoURLPath)
+		offSettings := throttleSettings("throttle.strategy", "fixed", "throttle.fixed", "10000")
+		capacity = n.throttleCapacity(offSettings, throttleCores, repoURLPath)
+		stormWorkers := envInt(t, "BENCH_THROTTLE_WORKERS", capacity.Workers())
+		off = n.throttleRun("off (fixed, 10000 tickets)", "sluice-throttle-off", offSettings,
+			throttleCores, stormWorkers, duration, idle, repoURLPath)
 		on = n.throttleRun("on (adaptive)", "sluice-throttle-on", throttleSettings("throttle.strategy", "adaptive"),
-			throttleCores, workers, duration, idle, repoURLPath)
+			throttleCores, stormWorkers, duration, idle, repoURLPath)
 	}
+	throttleSec := ThrottleSection(on, off)
+	throttleSec.Notes = throttleNotes(capacity, on.Storm.Report.Workers, throttleCores, duration, idle)
 	if len(only) > 0 {
+		if wantPhase("throttle") {
+			fmt.Println(throttleSec.Markdown())
+		}
 		for _, m := range append(slices.Clone(results), cloneSSH, pushSSH, static, cached) {
 			if m.Report.Ops > 0 {
 				t.Logf("%-28s %-36s ops/h %8.0f  p50 %v  p95 %v  cpu/op %v  errors %d", m.Workload, m.Server,
@@ -316,16 +333,9 @@ func TestBench(t *testing.T) {
 	}
 	stormSec := StormSection(storm)
 	stormSec.Notes = append(stormSec.Notes,
-		fmt.Sprintf("%d workers for %s per row; the static file is %d bytes, a v2 clone's whole response (advertisements and side-band framing included), served by the baseline's nginx with `sendfile on` behind the same `auth_basic`, and hashed by the client as a pack is.", workers, duration, cloneBytes),
+		fmt.Sprintf("%d workers for %s per row; the static file is %d bytes, a v2 clone's whole response (advertisements and side-band framing included), served by the baseline's nginx with `sendfile on` behind the same `auth_basic`, and checked by the client as the storm's packs are (length and CRC-32C).", workers, duration, cloneBytes),
 		"Cache on is a node restarted with `cache.packs=true` (defaults otherwise) on the same data; its first clone (the slow one) filled the cache.",
 		"Git process lifetime and memory are sampled every 10 ms from /proc (VmRSS summed over the git processes under sluice, VmHWM per process).")
-	throttleSec := ThrottleSection(on, off)
-	throttleSec.Notes = []string{
-		fmt.Sprintf("Each node is capped at %g core(s) by CFS bandwidth control and told so (`throttle.cores=%g`), so that it is saturated whatever else the machine runs and the load client and probe keep the other core(s). Utilisation is the node's cgroup CPU over 2 s intervals divided by its cores; the first two intervals (ramp-up) are left out. The controller's own reading (`sluice_throttle_cpu_utilization_ratio`, scraped at the same times) is shown alongside.", throttleCores, throttleCores),
-		fmt.Sprintf("Storm: %d workers, %s, each cloning every branch and all tags but a pair that differs on every clone, so no two requests are alike; `cache.min_occurrences=2` keeps them out of the cache. %d concurrent clones (about %s of server CPU each) are far more than %g core(s) serve: with throttling off the node sits at its cap.", workers, duration, workers, ms3(cloneHTTP.CPUPerOp()), throttleCores),
-		fmt.Sprintf("Probe: one client, separate connections; a REST GET (`/rest/api/1.0/projects/BENCH/repos/big`) every 100 ms and a full clone answered from the cache (the same request seen twice before) every 200 ms, for %s with the node idle, then throughout the storm.", idle),
-		"Rate limiting is off on these nodes (`throttle.rate_limit=false`): one user runs the storm and the probe, and a per-user bucket would refuse the storm instead of queueing it. “Off” is the fixed strategy with 10000 tickets; queue wait and length are the defaults (5 min, 1000).",
-	}
 	res := Results{
 		Machine:      machine,
 		Command:      "make bench (" + Command + ")",
@@ -534,10 +544,15 @@ func (n *nodes) throttleRun(mode, name string, settings map[string]string, cores
 	metrics := NewHTTPClient(1)
 	defer metrics.CloseIdleConnections()
 	stopUtil := UtilSampler(s, metrics, cores, 2*time.Second)
+	periods0, throttled0, cfsOK := cfsStat(s)
 	var ec errorCounter
 	m, err := Measure(n.ctx, s, "clone storm (distinct, uncached)",
 		loadgen.Spec{Name: name, Workers: workers, Duration: d, Op: ec.wrap(DistinctCloneOp(n.http, url, refs))})
 	util, metric := stopUtil()
+	if periods1, throttled1, ok := cfsStat(s); ok && cfsOK && periods1 > periods0 {
+		r.Throttled = float64(throttled1-throttled0) / float64(periods1-periods0)
+		r.HasThrottled = true
+	}
 	stopProbes()
 	wg.Wait()
 	if err != nil {
@@ -571,4 +586,89 @@ func (c *errorCounter) wrap(op loadgen.Op) loadgen.Op {
 		}
 		return n, err
 	}
+}
+
+// throttleCapacity measures one worker cloning distinct requests, alone,
+// on a node capped like the storm's.
+func (n *nodes) throttleCapacity(settings map[string]string, cores float64, path string) ThrottleCapacity {
+	n.t.Helper()
+	s := n.start("sluice-throttle-capacity", settings, cores, true)
+	refs, err := n.http.LsRemote(n.ctx, s.URL(path), loadgen.V2)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	op := DistinctCloneOp(n.http, s.URL(path), refs)
+	// Two clones warm the page cache and the connection first.
+	for w := range 2 {
+		if _, err := op(n.ctx, w); err != nil {
+			n.t.Fatal(err)
+		}
+	}
+	m, err := Measure(n.ctx, s, "clone (distinct, uncached, alone)",
+		loadgen.Spec{Name: "capacity", Workers: 1, Duration: capacityRun, Op: op})
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	if m.Report.Ops == 0 || m.Report.Errors > 0 {
+		n.t.Fatalf("capacity run: %s, e.g. %q", m.Report.String(), m.Report.ErrorSamples)
+	}
+	c := ThrottleCapacity{Cores: cores, Busy: m.CPU.Best().Seconds() / m.Report.Elapsed.Seconds(), PerClone: m.CPUPerOp(), Clones: m.Report.Ops}
+	n.logger.Info("throttle capacity", "report", m.Report.String(), "busy_cores", fmt.Sprintf("%.2f", c.Busy),
+		"cpu_per_clone", c.PerClone, "concurrent", fmt.Sprintf("%.2f", c.Concurrent()), "storm_workers", c.Workers())
+	return c
+}
+
+// capacityRun is how long throttleCapacity measures: some dozens of
+// clones of the generated repository.
+const capacityRun = 10 * time.Second
+
+// throttleNotes describe the throttling section's method.
+func throttleNotes(c ThrottleCapacity, workers int, cores float64, d, idle time.Duration) []string {
+	storm := fmt.Sprintf("Storm: %d workers for %s, each cloning every branch and all tags but a pair that differs on every clone, so no two requests are alike; `cache.min_occurrences=2` keeps them out of the cache.", workers, d)
+	if c.Clones > 0 {
+		storm += fmt.Sprintf(" Sized to offer twice what the CPU can serve: one such clone alone, on a node capped the same way (%d clones in %s), kept %.2f cores busy (%s of CPU per clone), so %g core(s) run %.2f at once at full speed; the storm runs twice that, rounded up (`BENCH_THROTTLE_WORKERS` overrides).",
+			c.Clones, capacityRun, c.Busy, ms3(c.PerClone), cores, c.Concurrent())
+	}
+	return []string{
+		fmt.Sprintf("Each node is capped at %g core(s) by CFS bandwidth control and told so (`throttle.cores=%g`), so that it is saturated whatever else the machine runs and the load client and probe keep the other core(s). Utilisation is the node's cgroup CPU over 2 s intervals divided by its cores; the first two intervals (ramp-up) are left out. The controller's own reading (`sluice_throttle_cpu_utilization_ratio`, scraped at the same times) is shown alongside. CPU per clone is the node's CPU during the storm (the probe's requests included) over the clones completed.", cores, cores),
+		storm,
+		fmt.Sprintf("Probe: one client, separate connections; a REST GET (`/rest/api/1.0/projects/BENCH/repos/big`) every 100 ms and a full clone answered from the cache (the same request seen twice before) every 200 ms, for %s with the node idle, then throughout the storm.", idle),
+		"Rate limiting is off on these nodes (`throttle.rate_limit=false`): one user runs the storm and the probe, and a per-user bucket would refuse the storm instead of queueing it. “Off” is the fixed strategy with 10000 tickets; queue wait and length are the defaults (5 min, 1000).",
+	}
+}
+
+// cfsStat reads the CFS bandwidth statistics of the node's capped cgroup:
+// periods with runnable tasks, and those in which the quota ran out and
+// every process of the node waited for the next period.
+func cfsStat(s *Server) (periods, throttled int64, ok bool) {
+	for _, p := range s.procs {
+		if p.cg == nil {
+			continue
+		}
+		for _, dir := range append([]string{p.cg.dir}, p.cg.extra...) {
+			b, err := os.ReadFile(filepath.Join(dir, "cpu.stat"))
+			if err != nil {
+				continue
+			}
+			var gotP, gotT bool
+			for line := range strings.SplitSeq(string(b), "\n") {
+				f := strings.Fields(line)
+				if len(f) != 2 {
+					continue
+				}
+				v, err := strconv.ParseInt(f[1], 10, 64)
+				switch {
+				case err != nil:
+				case f[0] == "nr_periods":
+					periods, gotP = v, true
+				case f[0] == "nr_throttled":
+					throttled, gotT = v, true
+				}
+			}
+			if gotP && gotT {
+				return periods, throttled, true
+			}
+		}
+	}
+	return 0, 0, false
 }

@@ -124,8 +124,8 @@ func TestThrottleSection(t *testing.T) {
 	on := run("on", 100, []float64{0.7, 0.8, 0.9}, 25*time.Millisecond, 2, 2)
 	md := ThrottleSection(on, off).Markdown()
 	for _, w := range []string{
-		"| off | 100 | 0 (0) | 6000 |",
-		"| on | 100 | 2 (2) | 6000 |",
+		"| off | 100 | 0 (0) | 6000 | 600 ms |",
+		"| on | 100 | 2 (2) | 6000 | 600 ms |",
 		"REST GET p95 during the storm ÷ idle: 2.50× (target ≤ 3.00×) — met",
 		"cache-hit clone p95 during the storm ÷ idle: 2.00× (target ≤ 3.00×) — met",
 		"mean 80%, 67% of samples in band (target: mean in band) — met",
@@ -291,12 +291,28 @@ func TestStaticFile(t *testing.T) {
 	defer srv.Close()
 	c := NewHTTPClient(1)
 	defer c.CloseIdleConnections()
-	n, err := StaticOp(c, srv.URL+"/static/f.bin")(context.Background(), 0)
+	op := StaticOp(c, srv.URL+"/static/f.bin", size)
+	n, err := op(context.Background(), 0)
 	if err != nil || n != size {
 		t.Errorf("static op: %d bytes, %v", n, err)
 	}
-	if _, err := StaticOp(c, srv.URL+"/static/missing")(context.Background(), 0); err == nil {
+	if _, err := StaticOp(c, srv.URL+"/static/missing", size)(context.Background(), 0); err == nil {
 		t.Error("missing file fetched")
+	}
+	if _, err := StaticOp(c, srv.URL+"/static/f.bin", size+1)(context.Background(), 0); err == nil || !strings.Contains(err.Error(), "bytes") {
+		t.Errorf("file of the wrong size: err = %v", err)
+	}
+	// One flipped byte in the middle: the content check catches it.
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[size/2] ^= 1
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := op(context.Background(), 0); err == nil || !strings.Contains(err.Error(), "crc32c") {
+		t.Errorf("corrupted file: err = %v", err)
 	}
 }
 
@@ -322,6 +338,26 @@ func TestMarkdownSectionsAndLoad(t *testing.T) {
 		"### Extra", "| a | b |\n|---|---:|\n| x | 1 |", "- thing — met"} {
 		if !strings.Contains(md, w) {
 			t.Errorf("lacks %q:\n%s", w, md)
+		}
+	}
+}
+
+func TestThrottleCapacityWorkers(t *testing.T) {
+	tests := []struct {
+		cores, busy float64
+		want        int
+	}{
+		{1, 0.75, 3}, // 1.33 at once: twice is 2.67
+		{1, 1, 2},    // one clone fills the core
+		{1, 0.5, 4},  // exactly two at once
+		{2, 0.84, 5}, // 2.38 at once
+		{1, 2, 2},    // never fewer than two
+		{1, 0, 2},    // no measurement: the floor
+	}
+	for _, tt := range tests {
+		c := ThrottleCapacity{Cores: tt.cores, Busy: tt.busy}
+		if got := c.Workers(); got != tt.want {
+			t.Errorf("cores %g busy %g: workers %d, want %d", tt.cores, tt.busy, got, tt.want)
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/sha1"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"net"
 	"net/http"
@@ -32,9 +33,35 @@ func NewHTTPClient(conns int) *http.Client {
 	}, Timeout: 5 * time.Minute}
 }
 
-// StaticOp fetches url, a static file, and hashes it with SHA-1 as the
-// load client hashes a pack: the floor costs the client what a clone does.
-func StaticOp(c *http.Client, url string) loadgen.Op {
+// StormCloneOp is the clone storm's operation: a full v2 clone whose pack
+// is checked by fingerprint (loadgen.VerifyFingerprint) rather than
+// hashed with SHA-1 every time. Every row of the storm uses it, or
+// StaticOp, which checks the same way; see the storm section's notes for
+// why.
+func StormCloneOp(c *loadgen.Client, url string) loadgen.Op {
+	return func(ctx context.Context, _ int) (int64, error) {
+		res, err := c.Clone(ctx, url, loadgen.CloneOptions{Protocol: loadgen.V2, Verify: loadgen.VerifyFingerprint})
+		return res.Bytes, err
+	}
+}
+
+// staticBufs are StaticOp's read buffers: one large read straight from
+// the connection per call, as the load client reads a pack.
+var staticBufs = sync.Pool{New: func() any {
+	b := make([]byte, 256<<10)
+	return &b
+}}
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// StaticOp fetches url, the static file WriteStaticFile wrote with size
+// bytes, and checks it as the storm's clones check a pack: its length and
+// the CRC-32C of every byte must be the file's (computed here, once, from
+// the same generator). The floor costs the client what a clone does.
+func StaticOp(c *http.Client, url string, size int64) loadgen.Op {
+	h := crc32.New(castagnoli)
+	writeStaticContent(h, size)
+	want := h.Sum32()
 	return func(ctx context.Context, _ int) (int64, error) {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		if err != nil {
@@ -48,12 +75,28 @@ func StaticOp(c *http.Client, url string) loadgen.Op {
 		if resp.StatusCode != http.StatusOK {
 			return 0, fmt.Errorf("get static file: http %d", resp.StatusCode)
 		}
-		h := sha1.New()
-		n, err := io.Copy(h, resp.Body)
-		if err == nil && resp.ContentLength >= 0 && n != resp.ContentLength {
-			err = fmt.Errorf("get static file: %d of %d bytes", n, resp.ContentLength)
+		bp := staticBufs.Get().(*[]byte)
+		defer staticBufs.Put(bp)
+		var n int64
+		var crc uint32
+		for {
+			k, rerr := resp.Body.Read(*bp)
+			crc = crc32.Update(crc, castagnoli, (*bp)[:k])
+			n += int64(k)
+			if rerr == io.EOF {
+				break
+			}
+			if rerr != nil {
+				return n, rerr
+			}
 		}
-		return n, err
+		switch {
+		case n != size:
+			return n, fmt.Errorf("get static file: %d of %d bytes", n, size)
+		case crc != want:
+			return n, fmt.Errorf("get static file: crc32c %08x, want %08x", crc, want)
+		}
+		return n, nil
 	}
 }
 
@@ -67,8 +110,19 @@ func WriteStaticFile(path string, size int64) error {
 	if err != nil {
 		return err
 	}
-	// SHA-1 in counter mode: deterministic and looks random to gzip.
 	w := bufio.NewWriterSize(f, 1<<20)
+	writeStaticContent(w, size)
+	if err := w.Flush(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// writeStaticContent writes the static file's size bytes to w, whose
+// errors the caller sees (a bufio.Writer keeps the first, a hash has
+// none): SHA-1 in counter mode, deterministic and random-looking to gzip.
+func writeStaticContent(w io.Writer, size int64) {
 	var ctr [8]byte
 	for i, n := uint64(0), int64(0); n < size; i++ {
 		for k := range ctr {
@@ -79,11 +133,6 @@ func WriteStaticFile(path string, size int64) error {
 		w.Write(chunk)
 		n += int64(len(chunk))
 	}
-	if err := w.Flush(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
 }
 
 // DistinctCloneOp clones every branch and tag but leaves out two tags,

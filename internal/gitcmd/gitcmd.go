@@ -44,6 +44,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"time"
 
@@ -71,6 +72,17 @@ type Config struct {
 	MaxInputSize int64
 	// Timeout bounds every process; zero means no bound beyond the context.
 	Timeout time.Duration
+	// PackThreads, when positive, is passed to every command as
+	// `-c pack.threads=N` (pack-objects, index-pack, repack; children
+	// inherit it). Git's default is the CPUs the process can see, which on
+	// a node given a share of a machine (a CFS quota, throttle.cores) is
+	// more than its share: one pack-objects then spends the node's whole
+	// quota early in each period and the kernel stalls every process of
+	// the node, REST requests included, until the next one. A command-line
+	// setting, not the global config, because processes sharing a git
+	// home (an admin command outside the server's cgroup) may see other
+	// core counts.
+	PackThreads int
 	// Nice is the scheduling niceness (0..19) of the heavy commands that
 	// serve clones and pushes and repack (see niced). Under a clone storm
 	// the node's own work — REST requests, pack cache hits, the web UI —
@@ -106,6 +118,7 @@ type Runner struct {
 	hooksDir string
 	timeout  time.Duration
 	nice     int
+	preArgs  []string // -c settings before the subcommand (PackThreads)
 	baseEnv  []string
 	logger   *slog.Logger
 
@@ -153,6 +166,9 @@ func New(cfg Config, reg prometheus.Registerer, logger *slog.Logger) (*Runner, e
 		logger:      logger.With("component", "gitcmd"),
 		catfiles:    map[string][]*CatFile{},
 		catfileIdle: catfileIdle,
+	}
+	if cfg.PackThreads > 0 {
+		r.preArgs = []string{"-c", "pack.threads=" + strconv.Itoa(cfg.PackThreads)}
 	}
 	if err := r.writeHome(cfg); err != nil {
 		return nil, err

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -138,7 +139,7 @@ func (r *Runner) start(ctx context.Context, c Cmd, timeout time.Duration) (*Proc
 	}
 	p.cmd = &exec.Cmd{
 		Path: r.binary,
-		Args: append([]string{"git"}, argv...),
+		Args: slices.Concat([]string{"git"}, r.preArgs, argv),
 		Env:  env,
 		// HomeDir, not the repository: a command without --git-dir must not
 		// find a repository by discovery, and GIT_CEILING_DIRECTORIES stops

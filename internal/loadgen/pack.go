@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"hash"
+	"hash/crc32"
 )
 
 // packVerifier checks a pack as it streams past without keeping it: the
@@ -16,8 +17,16 @@ import (
 // first bytes, everything but the last 20 bytes goes through SHA-1, and the
 // last 20 bytes, held back in tail because the end of the stream is only
 // known once it has ended, must equal that hash.
+//
+// For a fingerprint (see VerifyFingerprint) the same bytes also, or
+// instead of SHA-1, go through CRC-32C, which the CPU computes about
+// twenty times faster.
 type packVerifier struct {
-	h       hash.Hash
+	// h is nil when the pack is checked against a fingerprint alone.
+	h hash.Hash
+	// crc is the CRC-32C of the bytes before the trailer, if withCRC.
+	crc     uint32
+	withCRC bool
 	header  [12]byte
 	nhdr    int
 	tail    [2 * sha1.Size]byte
@@ -29,6 +38,23 @@ type packVerifier struct {
 
 func newPackVerifier() *packVerifier {
 	return &packVerifier{h: sha1.New()}
+}
+
+// castagnoli is the CRC-32C table; hash/crc32 uses the SSE4.2 (amd64) or
+// CRC (arm64) instructions for it.
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// body consumes pack bytes that are known not to be the trailer.
+func (v *packVerifier) body(p []byte) {
+	if len(p) == 0 {
+		return
+	}
+	if v.h != nil {
+		v.h.Write(p)
+	}
+	if v.withCRC {
+		v.crc = crc32.Update(v.crc, castagnoli, p)
+	}
 }
 
 // Write consumes the next chunk of pack data; it fails as soon as the
@@ -48,14 +74,14 @@ func (v *packVerifier) Write(p []byte) (int, error) {
 	// Keep the newest sha1.Size bytes out of the hash: they may be the
 	// trailer. tail holds at most sha1.Size bytes between calls.
 	if len(p) >= sha1.Size {
-		v.h.Write(v.tail[:v.ntail])
-		v.h.Write(p[:len(p)-sha1.Size])
+		v.body(v.tail[:v.ntail])
+		v.body(p[:len(p)-sha1.Size])
 		v.ntail = copy(v.tail[:], p[len(p)-sha1.Size:])
 	} else {
 		v.ntail += copy(v.tail[v.ntail:], p)
 		if v.ntail > sha1.Size {
 			out := v.ntail - sha1.Size
-			v.h.Write(v.tail[:out])
+			v.body(v.tail[:out])
 			copy(v.tail[:], v.tail[out:v.ntail])
 			v.ntail = sha1.Size
 		}
@@ -75,7 +101,8 @@ func (v *packVerifier) parseHeader() error {
 	return nil
 }
 
-// finish checks the trailer once the stream has ended.
+// finish checks the header and the length once the stream has ended, and
+// the trailer against the SHA-1 if one was computed.
 func (v *packVerifier) finish() error {
 	if v.nhdr < len(v.header) {
 		if v.n == 0 {
@@ -85,6 +112,9 @@ func (v *packVerifier) finish() error {
 	}
 	if v.n < int64(len(v.header)+sha1.Size) || v.ntail != sha1.Size {
 		return fmt.Errorf("truncated pack: %d bytes", v.n)
+	}
+	if v.h == nil {
+		return nil
 	}
 	sum := v.h.Sum(nil)
 	if !bytes.Equal(sum, v.tail[:sha1.Size]) {

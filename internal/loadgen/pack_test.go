@@ -1,7 +1,9 @@
 package loadgen
 
 import (
+	"bytes"
 	"encoding/binary"
+	"hash/crc32"
 	"strings"
 	"testing"
 )
@@ -75,6 +77,53 @@ func TestCommitObjectsUnique(t *testing.T) {
 		seen[id] = true
 		if size > len(objs[2].data) {
 			t.Errorf("size %d: blob has %d bytes", size, len(objs[2].data))
+		}
+	}
+}
+
+func TestPackVerifierFingerprintMode(t *testing.T) {
+	objs, _, err := commitObjects("b", zeroOID, 3000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	good, err := buildPack(objs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := good[:len(good)-20]
+	want := crc32.Checksum(body, castagnoli)
+	for _, size := range []int{1, 7, 20, 21, 4096, 1 << 20} {
+		for _, withSHA := range []bool{true, false} {
+			v := newPackVerifier()
+			v.withCRC = true
+			if !withSHA {
+				v.h = nil
+			}
+			for p := good; len(p) > 0; {
+				n := min(size, len(p))
+				if _, err := v.Write(p[:n]); err != nil {
+					t.Fatal(err)
+				}
+				p = p[n:]
+			}
+			if err := v.finish(); err != nil {
+				t.Fatalf("%d/%v: %v", size, withSHA, err)
+			}
+			if v.crc != want || !bytes.Equal(v.tail[:v.ntail], good[len(good)-20:]) || v.objects != 3 {
+				t.Errorf("%d/%v: crc %08x (want %08x), trailer %x, objects %d", size, withSHA, v.crc, want, v.tail[:v.ntail], v.objects)
+			}
+		}
+	}
+	// Without SHA-1 the header and length are still checked.
+	for _, bad := range [][]byte{good[:30], append([]byte("KCAP"), good[4:]...)} {
+		v := newPackVerifier()
+		v.h = nil
+		_, err := v.Write(bad)
+		if err == nil {
+			err = v.finish()
+		}
+		if err == nil {
+			t.Errorf("%q…: accepted", bad[:8])
 		}
 	}
 }

@@ -130,6 +130,7 @@ func readPushReport(pkt *pktReader, ref string) error {
 // "ng REF REASON" for our one ref.
 func parseReport(report *bytes.Buffer, ref string) error {
 	pkt := newPktReader(report)
+	defer pkt.release()
 	kind, line, err := pkt.line()
 	if err != nil {
 		return fmt.Errorf("read status report: %w", err)

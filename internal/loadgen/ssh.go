@@ -84,12 +84,12 @@ func NewSSHClient(opts SSHOptions) (*SSHClient, error) {
 // Clone fetches every branch and tag with no haves, as `git clone` does.
 // path is the repository's path on the server, "/KEY/slug.git".
 func (c *SSHClient) Clone(ctx context.Context, path string, opts CloneOptions) (Result, error) {
-	return c.Fetch(ctx, path, FetchOptions{Protocol: opts.Protocol})
+	return c.Fetch(ctx, path, FetchOptions{Protocol: opts.Protocol, Verify: opts.Verify})
 }
 
 // Fetch negotiates with opts.Haves and downloads and verifies the pack.
 func (c *SSHClient) Fetch(ctx context.Context, path string, opts FetchOptions) (Result, error) {
-	op := &fetchOp{c: c.proto, opts: opts, start: time.Now()}
+	op := &fetchOp{c: c.proto, where: "ssh://" + c.addr + path, opts: opts, start: time.Now()}
 	err := c.fetch(ctx, path, op)
 	op.res.Total = time.Since(op.start)
 	return op.res, err
@@ -120,7 +120,7 @@ func (c *SSHClient) fetch(ctx context.Context, path string, op *fetchOp) (err er
 			return err
 		}
 		op.res.Haves = len(op.opts.Haves)
-		if err := s.send(body); err != nil {
+		if err := s.send(op.asked(body)); err != nil {
 			return err
 		}
 		common, err := readV0Acks(s.pkt)
@@ -335,6 +335,7 @@ func (s *sshSession) v2Capabilities() (map[string]string, error) {
 func (s *sshSession) finish(opErr error) error {
 	defer s.stop()
 	defer s.conn.Close()
+	defer s.pkt.release()
 	s.stdin.Close()
 	waited := make(chan error, 1)
 	go func() { waited <- s.sess.Wait() }()

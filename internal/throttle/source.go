@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -94,6 +95,17 @@ func DetectSources(cores float64) Sources {
 		}
 	}
 	return s
+}
+
+// PackThreads is how many threads one git process of this node should use
+// (pack.threads): the node's core count as DetectSources sees it — the
+// configured throttle.cores, the cgroup's CPU quota, or the CPUs the
+// process may use — rounded up. Git's own default counts the machine's
+// CPUs, and a pack-objects with more threads than its node has cores
+// spends the node's CFS quota early in each period, after which every
+// process of the node waits for the next one.
+func PackThreads(cores float64) int {
+	return max(1, int(math.Ceil(DetectSources(cores).Cores-1e-9)))
 }
 
 // v1QuotaCores returns the CFS quota, in cores, of this process's cgroup

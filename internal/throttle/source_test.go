@@ -202,3 +202,16 @@ func TestDetectSources(t *testing.T) {
 		})
 	}
 }
+
+// A configured core count sizes git's threads, rounded up; none means
+// at least one thread.
+func TestPackThreads(t *testing.T) {
+	for cores, want := range map[float64]int{1: 1, 1.5: 2, 2: 2, 0.5: 1, 12: 12} {
+		if got := PackThreads(cores); got != want {
+			t.Errorf("PackThreads(%g) = %d, want %d", cores, got, want)
+		}
+	}
+	if got := PackThreads(0); got < 1 {
+		t.Errorf("PackThreads(0) = %d, want at least 1", got)
+	}
+}

@@ -22,6 +22,13 @@
 // process tree against the CPUs the process may use. A root cgroup is the
 // whole machine and is never used.
 //
+// The same core count sizes git's pack.threads (PackThreads, passed to
+// gitcmd by the app). A ticket is meant to be one git operation's worth
+// of CPU; git's default thread count is the machine's CPUs, so on a node
+// given fewer cores one pack-objects alone could spend the node's whole
+// CFS quota early in each period and stall every process of the node —
+// REST included — until the next, whatever the ticket limit.
+//
 // # The control law
 //
 // Every interval (2 s) the controller measures utilisation u over the
