@@ -617,3 +617,45 @@ func TestNoReadAccessSeesNothing(t *testing.T) {
 		}
 	}
 }
+
+// TestRescopeOnlyForPullRequests: a push to a branch no open pull request
+// touches queues no rescope job; a push to a pull request's branch does,
+// and the pull request follows it.
+func TestRescopeOnlyForPullRequests(t *testing.T) {
+	w := newWorld(t)
+	rescopes := func() float64 {
+		t.Helper()
+		mfs, err := w.n.App.Registry.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() != "sluice_jobs_enqueued_total" {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "kind" && l.GetValue() == "pull-rescope" {
+						return m.GetCounter().GetValue()
+					}
+				}
+			}
+		}
+		return 0
+	}
+	before := rescopes()
+	w.branch("lonely", "main", map[string]string{"code.txt": lines(1, 11)})
+	w.branch("main", "main", map[string]string{"README": "moved\n"})
+	if got := rescopes(); got != before {
+		t.Fatalf("pushes touching no pull request queued %v rescope jobs", got-before)
+	}
+
+	w.branch("feat", "main", map[string]string{"code.txt": lines(1, 12)})
+	pr := w.openPR("feat", "main", "Feature")
+	before = rescopes()
+	tip := w.branch("feat", "feat", map[string]string{"code.txt": lines(1, 13)})
+	if got := rescopes(); got != before+1 {
+		t.Fatalf("a push to the pull request's source queued %v rescope jobs, want 1", got-before)
+	}
+	eventually(t, "the pull request follows its source", func() bool { return w.pr(pr.ID).FromRef.LatestCommit == tip })
+}

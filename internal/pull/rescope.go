@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/sluice-scm/sluice/internal/hooks"
 	"github.com/sluice-scm/sluice/internal/problem"
@@ -31,6 +32,15 @@ func (s *Service) refsChanged(repoID int64, updates []hooks.RefUpdate) {
 		}
 	}
 	if len(refs) == 0 {
+		return
+	}
+	// Most pushes touch no pull request: one indexed read here saves
+	// them a queued job (a database write). A pull request opened while
+	// this push lands is covered by Create, which looks at its branches
+	// again after recording it.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if prs, err := s.ps.OpenPullRequestsTouching(ctx, repoID, refs); err == nil && len(prs) == 0 {
 		return
 	}
 	// Not Unique: a rescope already running may have read the branch

@@ -147,8 +147,27 @@ func (s *Service) Create(ctx context.Context, p *auth.Principal, target *store.R
 	}
 	s.notify(notifyArgs{Kind: store.NotifyReviewRequested, PRID: pr.ID, ActorID: p.UserID, Users: asked})
 	s.enqueue(JobPrepare, prepareArgs{PRID: pr.ID})
+	s.rescopeIfMoved(ctx, pr)
 	s.emit(ctx, pr, "pr:opened", p)
 	return pr, nil
+}
+
+// rescopeIfMoved closes the race between opening a pull request and a
+// push to one of its branches: a push skips the rescope job when no open
+// pull request touches its branch (refsChanged), so one that lands after
+// Create resolved the branches but before the row existed would go
+// unnoticed. Every such push has moved its ref before this second look,
+// which then queues the rescope itself; every later push sees the row.
+func (s *Service) rescopeIfMoved(ctx context.Context, pr *store.PullRequest) {
+	for _, side := range []struct {
+		repo      int64
+		ref, seen string
+	}{{pr.FromRepoID, pr.FromRef, pr.FromSHA}, {pr.RepoID, pr.ToRef, pr.ToSHA}} {
+		now, err := s.resolve(ctx, s.repos.Path(side.repo), side.ref)
+		if err != nil || now != side.seen {
+			s.enqueue(JobRescope, rescopeArgs{RepoID: side.repo, Refs: []string{side.ref}})
+		}
+	}
 }
 
 func containsParticipant(ps []store.Participant, id int64) bool {
