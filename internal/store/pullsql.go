@@ -130,7 +130,12 @@ func (d *DB) OpenPullRequestsTouching(ctx context.Context, repoID int64, refs []
 	for _, r := range refs {
 		args = append(args, r)
 	}
-	rows, err := d.queryDynamic(ctx, "SELECT "+pullCols+" FROM pull_requests WHERE state = ? AND ((repo_id = ? AND to_ref IN ("+marks+
+	query := d.queryDynamic
+	if len(refs) == 1 {
+		// Every push to one branch asks this: one text, kept prepared.
+		query = d.query
+	}
+	rows, err := query(ctx, "SELECT "+pullCols+" FROM pull_requests WHERE state = ? AND ((repo_id = ? AND to_ref IN ("+marks+
 		")) OR (from_repo_id = ? AND from_ref IN ("+marks+"))) ORDER BY id", args...)
 	if err != nil {
 		return nil, d.fail(err, "open pull requests touching")
