@@ -23,6 +23,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -152,9 +153,11 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger, opts Optio
 		MaxInputSize: int64(cfg.Git.MaxInputSize),
 		Timeout:      cfg.Git.Timeout.Duration,
 		Nice:         cfg.Git.Nice,
-		// As many threads per git process as the node has cores, which
-		// under a quota or throttle.cores is fewer than git would count.
-		PackThreads: throttle.PackThreads(cfg.Throttle.Cores),
+		// As many threads per git process as the node has cores, when a
+		// quota or throttle.cores makes that fewer than git would count;
+		// otherwise git's default, and a repository's own pack.threads,
+		// stand.
+		PackThreads: packThreads(cfg.Throttle.Cores),
 	}, a.Registry, logger)
 	if err != nil {
 		return nil, fmt.Errorf("git: %w", err)
@@ -313,6 +316,15 @@ func (a *App) newCache() (*packcache.Cache, error) {
 		MinOccurrences: cfg.MinOccurrences,
 		GitIdentity:    identity,
 	}, a.Store, a.Registry, a.Logger)
+}
+
+// packThreads is the pack.threads every git command gets, or 0 for none:
+// the node's cores when they are fewer than the CPUs git itself counts.
+func packThreads(cores float64) int {
+	if n := throttle.PackThreads(cores); n < runtime.NumCPU() {
+		return n
+	}
+	return 0
 }
 
 // findHookHelper returns the sluice-hook executable to install as the

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"runtime"
 	"testing"
 	"time"
 )
@@ -35,5 +36,16 @@ func TestRecentSet(t *testing.T) {
 	}
 	if !r.has(3, t0.Add(62*time.Second)) {
 		t.Error("3 was not recorded")
+	}
+}
+
+func TestPackThreads(t *testing.T) {
+	if n := packThreads(float64(runtime.NumCPU())); n != 0 {
+		t.Errorf("a node with all %d CPUs: pack.threads=%d, want git's default (0)", runtime.NumCPU(), n)
+	}
+	if runtime.NumCPU() > 1 {
+		if n := packThreads(0.5); n != 1 {
+			t.Errorf("a node of half a core: pack.threads=%d, want 1", n)
+		}
 	}
 }
