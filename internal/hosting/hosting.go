@@ -129,7 +129,8 @@ type Generate func(ctx context.Context, w io.Writer) error
 // so do protocol v0 SSH sessions (see serveV0Session): their advertisement
 // with Op.Stateless false — git's session advertisement lacks the "no-done"
 // of HTTP's, so it must be keyed apart — and their first request, when it
-// ends with "done", as a stateless request.
+// ends with "done", as a stateless request (a shallow one as the two
+// stateless requests an HTTP client would post).
 //
 // Serve either answers the request (handled true), writing to w what git
 // would write — from storage on a hit, or by calling generate on a miss

@@ -41,7 +41,7 @@ func TestReadV0Request(t *testing.T) {
 		{"few haves", pkts(want, "want "+oid, "0000", "have "+oid, "have "+oid, "done"), v0Complete, nil, ""},
 		{"filter", pkts(want, "filter blob:none", "0000", "done"), v0Complete, nil, ""},
 		{"negotiation", pkts(want, "0000", "have "+oid, "0000", "have "+oid), v0Stateful, nil, pkts(want, "0000", "have "+oid, "0000")},
-		{"deepen waits for the server", pkts(want, "deepen 1", "0000") + "more", v0Stateful, nil, pkts(want, "deepen 1", "0000")},
+		{"deepen waits for the server", pkts(want, "deepen 1", "0000") + "more", v0Deepen, nil, pkts(want, "deepen 1", "0000")},
 		{"shallow", pkts(want, "shallow "+oid, "0000", "done"), v0Stateful, nil, pkts(want, "shallow "+oid, "0000")},
 		{"unknown line", pkts(want, "frobnicate", "0000", "done"), v0Stateful, nil, pkts(want, "frobnicate")},
 		{"unknown after wants", pkts(want, "0000", "nonsense"), v0Stateful, nil, ""},

@@ -25,7 +25,10 @@
 // session's (a stateful git, which does not); a request whose Op is not
 // Stateless names the second, and the key tells them apart. Requests are
 // keyed on their content alone, so an SSH session's single-round request
-// and the same bytes over HTTP share an entry: git answers both alike.
+// and the same bytes over HTTP share an entry: git answers both alike. A
+// session's shallow request (two rounds: the shallow list, then the pack)
+// is asked as the two stateless requests an HTTP client posts for it (see
+// hosting's serveV0Session), so it shares those entries too.
 //
 // The one response that does not depend on refs is the protocol v2
 // capability advertisement, which git derives from its version and

@@ -62,14 +62,36 @@ func (w *world) packLookups() float64 {
 	return n
 }
 
+// allStarted is how many git processes of any kind the node has started
+// (sluice_git_processes_started_total over every command).
+func (w *world) allStarted() float64 {
+	w.t.Helper()
+	mfs, err := w.n.App.Registry.Gather()
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	var n float64
+	for _, mf := range mfs {
+		if mf.GetName() == "sluice_git_processes_started_total" {
+			for _, m := range mf.GetMetric() {
+				n += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return n
+}
+
 // TestSSHv0 checks protocol v0 and v1 sessions over SSH: single-round
-// requests are answered from the cache with git's bytes (and share entries
-// with HTTP), negotiations and shallow requests fall back to git, and the
-// real git client gets the right objects either way.
+// requests and two-round shallow requests (deepen lines, then the haves
+// once the client has the shallow list) are answered from the cache with
+// git's bytes (and share entries with HTTP), negotiations fall back to git,
+// and the real git client gets the right objects either way.
 func TestSSHv0(t *testing.T) {
 	w := newWorldWith(t, 30, testbed.NodeOptions{SSH: true})
 	c := newSSHClient(t, w)
 	head, feature, old := w.rev("main"), w.rev("feature"), w.rev("main~6")
+	since := strings.TrimSpace(testbed.Git(t, w.wt, "log", "-1", "--format=%ct", "main~4"))
+	shallowCaps := sshV0Caps + " shallow"
 
 	requests := []struct {
 		name, protocol string
@@ -79,6 +101,15 @@ func TestSSHv0(t *testing.T) {
 		{"v1 clone", "version=1", pkts("want "+head+" "+sshV0Caps, "0000", "done")},
 		{"partial", "", pkts("want "+head+" "+sshV0Caps, "filter blob:none", "0000", "done")},
 		{"fetch with haves", "", pkts("want "+head+" "+sshV0Caps, "0000", "have "+old, "done")},
+		{"shallow clone", "", pkts("want "+head+" "+shallowCaps, "deepen 1", "0000", "done")},
+		{"v1 shallow clone", "version=1", pkts("want "+head+" "+shallowCaps, "deepen 1", "0000", "done")},
+		{"shallow clone of two refs", "", pkts("want "+head+" "+shallowCaps, "want "+feature, "deepen 3", "0000", "done")},
+		{"shallow partial clone", "", pkts("want "+head+" "+shallowCaps, "deepen 2", "filter blob:none", "0000", "done")},
+		{"deepen-since", "", pkts("want "+head+" "+shallowCaps, "deepen-since "+since, "0000", "done")},
+		{"deepen-not", "", pkts("want "+head+" "+shallowCaps, "deepen-not refs/heads/feature", "0000", "done")},
+		// A depth 2 clone at main~4 deepening by 3 (relative): unshallow
+		// lines, and haves in the second round.
+		{"deepen a shallow clone", "", pkts("want "+head+" "+shallowCaps+" deepen-relative", "shallow "+w.rev("main~5"), "deepen 3", "0000", "have "+w.rev("main~4"), "have "+w.rev("main~5"), "done")},
 	}
 	for _, tt := range requests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -100,6 +131,14 @@ func TestSSHv0(t *testing.T) {
 			}
 			if !bytes.Equal(first, second) {
 				t.Fatal("hit differs from miss")
+			}
+			// The deepening shapes really get a shallow list.
+			// (Not deepen-since: the test commits share a timestamp, so
+			// nothing is cut and its shallow list is empty.)
+			if strings.Contains(tt.name, "shallow") || tt.name == "deepen-not" {
+				if !bytes.Contains(second, []byte("0034shallow ")) {
+					t.Fatalf("no shallow list in the answer to a shallow request: %q", second)
+				}
 			}
 			if !bytes.Equal(withoutProgress(t, want), withoutProgress(t, second)) {
 				t.Fatalf("cache answers differently from git:\ngit:   %q\ncache: %q", want, second)
@@ -187,19 +226,66 @@ func TestSSHv0(t *testing.T) {
 		}
 		fetched(t, "c.txt")
 	})
-	t.Run("shallow clone falls back to git", func(t *testing.T) {
-		dir := filepath.Join(t.TempDir(), "shallow")
-		v0("clone", "-q", "--depth", "1", url, dir)
-		if got := strings.TrimSpace(testbed.Git(t, dir, "rev-list", "--count", "HEAD")); got != "1" {
-			t.Fatalf("shallow clone has %s commits", got)
+	t.Run("shallow clone with git", func(t *testing.T) {
+		first, dir := filepath.Join(t.TempDir(), "first"), filepath.Join(t.TempDir(), "shallow")
+		var started, lookups float64
+		w.stable(func() {
+			os.RemoveAll(first)
+			os.RemoveAll(dir)
+			v0("clone", "-q", "--depth", "1", url, first)
+			before, lk := w.allStarted(), w.packLookups()
+			v0("clone", "-q", "--depth", "1", url, dir)
+			started, lookups = w.allStarted()-before, w.packLookups()-lk
+		})
+		if started != 0 {
+			t.Fatalf("a cached shallow SSH v0 clone started %v git processes", started)
 		}
-		if got := strings.TrimSpace(testbed.Git(t, dir, "rev-parse", "HEAD")); got != w.rev("main") {
-			t.Fatalf("shallow clone at %s", got)
+		// The shallow list's request and the whole request.
+		if lookups != 2 {
+			t.Fatalf("a shallow clone made %v pack cache lookups, want 2", lookups)
 		}
-		// Deepening a shallow clone negotiates with shallow lines.
+		for _, d := range []string{first, dir} {
+			if got := strings.TrimSpace(testbed.Git(t, d, "rev-list", "--count", "HEAD")); got != "1" {
+				t.Fatalf("shallow clone has %s commits", got)
+			}
+			if got := strings.TrimSpace(testbed.Git(t, d, "rev-parse", "HEAD")); got != w.rev("main") {
+				t.Fatalf("shallow clone at %s", got)
+			}
+			testbed.Git(t, d, "fsck", "--no-progress")
+		}
+		// Deepening sends shallow lines and deepen, then its haves: two
+		// rounds, answered from the cache too.
+		lk := w.packLookups()
 		c.git(t, dir, "-c", "protocol.version=0", "fetch", "-q", "--deepen", "3")
+		if got := w.packLookups() - lk; got != 2 {
+			t.Fatalf("deepening made %v pack cache lookups, want 2", got)
+		}
 		if got := strings.TrimSpace(testbed.Git(t, dir, "rev-list", "--count", "HEAD")); got != "4" {
 			t.Fatalf("deepened clone has %s commits", got)
+		}
+		testbed.Git(t, dir, "fsck", "--no-progress")
+	})
+
+	// A shallow request whose second round negotiates (a flush among the
+	// haves) goes on with a stateful git after the cached shallow list;
+	// the client sees git's bytes, the advertisement and list once.
+	t.Run("shallow negotiation falls back to git", func(t *testing.T) {
+		tip := w.rev("main")
+		body := pkts("want "+tip+" "+shallowCaps, "deepen 2", "0000", "have "+w.rev("main~3"), "0000", "have "+w.rev("main~4"), "done")
+		var got, want []byte
+		var started float64
+		w.stable(func() {
+			c.sessionWith(t, "", body)
+			before := w.started()
+			got = c.sessionWith(t, "", body)
+			started = w.started() - before
+			want = w.stateful("", body)
+		})
+		if started != 1 {
+			t.Fatalf("a shallow negotiation started %v upload-packs, want 1", started)
+		}
+		if !bytes.Equal(withoutProgress(t, want), withoutProgress(t, got)) {
+			t.Fatalf("fallback answers differently from git:\ngit:     %q\nsession: %q", want, got)
 		}
 	})
 }
@@ -222,11 +308,21 @@ func (c *sshClient) goClient(t *testing.T) *ssh.Client {
 }
 
 // TestSSHv0CloneStorm sends 50 identical protocol v0 clones over SSH at
-// once to a cold cache: one git writes the advertisement and one the pack.
+// once to a cold cache: one git writes the advertisement and one the pack
+// (and, for shallow clones, one the shallow list).
 func TestSSHv0CloneStorm(t *testing.T) {
+	t.Run("full", func(t *testing.T) {
+		testSSHv0Storm(t, func(tip string) []byte { return pkts("want "+tip+" "+sshV0Caps, "0000", "done") }, 2)
+	})
+	t.Run("shallow", func(t *testing.T) {
+		testSSHv0Storm(t, func(tip string) []byte { return pkts("want "+tip+" "+sshV0Caps+" shallow", "deepen 1", "0000", "done") }, 3)
+	})
+}
+
+func testSSHv0Storm(t *testing.T, request func(tip string) []byte, gits float64) {
 	w := newWorldWith(t, 30, testbed.NodeOptions{SSH: true})
 	c := newSSHClient(t, w)
-	body := pkts("want "+w.rev("main")+" "+sshV0Caps, "0000", "done")
+	body := request(w.rev("main"))
 	// Ten sessions per connection, the server's default bound.
 	const clients = 50
 	conns := make([]*ssh.Client, clients)
@@ -269,8 +365,8 @@ func TestSSHv0CloneStorm(t *testing.T) {
 			t.Fatalf("client %d got a different or empty response", i)
 		}
 	}
-	if started != 2 {
-		t.Fatalf("%d identical SSH clones started %v git processes, want 2 (advertisement, pack)", clients, started)
+	if started != gits {
+		t.Fatalf("%d identical SSH clones started %v git processes, want %v", clients, started, gits)
 	}
 }
 
