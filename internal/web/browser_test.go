@@ -236,9 +236,14 @@ func TestBrowser(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS("#recent")),
 	)
 	c.open(strings.TrimPrefix(prURL, c.base))
-	c.do("approve", chromedp.Click(chromedp.CSS("#approve")), chromedp.WaitVisible(chromedp.CSS("#merge")))
+	// Wait for what only the page after the review has: #merge is on the
+	// page before it too (a writer may merge without approvals), and a
+	// screenshot taken while the form's navigation runs can hang.
+	c.do("approve", chromedp.Click(chromedp.CSS("#approve")), chromedp.WaitVisible(chromedp.CSS(`button[value="UNAPPROVED"]`)))
 	c.screenshot("pull-request")
-	c.do("merge", chromedp.Click(chromedp.CSS("#merge")), chromedp.WaitVisible(chromedp.CSS("p.flash")))
+	// Likewise: the approval left a flash on the page, so wait for the
+	// merge form to go instead.
+	c.do("merge", chromedp.Click(chromedp.CSS("#merge")), chromedp.WaitNotPresent(chromedp.CSS("#merge")), chromedp.WaitVisible(chromedp.CSS("p.flash")))
 	if got := c.text(".prstate"); got != "merged" {
 		t.Errorf("after merging the pull request is %q", got)
 	}
