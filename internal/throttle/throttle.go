@@ -22,7 +22,8 @@
 // process tree against the CPUs the process may use. A root cgroup is the
 // whole machine and is never used.
 //
-// The same core count sizes git's pack.threads (PackThreads, passed to
+// The same core count sizes git's pack.threads when it is below the CPUs
+// git counts (PackThreads, passed to
 // gitcmd by the app). A ticket is meant to be one git operation's worth
 // of CPU; git's default thread count is the machine's CPUs, so on a node
 // given fewer cores one pack-objects alone could spend the node's whole
