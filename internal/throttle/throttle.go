@@ -23,10 +23,10 @@
 // whole machine and is never used.
 //
 // The same core count sizes git's pack.threads when it is below the CPUs
-// git counts (PackThreads, passed to
-// gitcmd by the app). A ticket is meant to be one git operation's worth
-// of CPU; git's default thread count is the machine's CPUs, so on a node
-// given fewer cores one pack-objects alone could spend the node's whole
+// git counts (PackThreads, passed to gitcmd by the app). A ticket is meant
+// to be one git operation's worth of CPU; git's default thread count is
+// the machine's CPUs, so on a node given fewer cores one pack-objects
+// alone could spend the node's whole
 // CFS quota early in each period and stall every process of the node —
 // REST included — until the next, whatever the ticket limit.
 //
