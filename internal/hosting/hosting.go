@@ -346,7 +346,7 @@ func (s *Service) serveStateless(ctx context.Context, op Op, r *store.Repository
 	if s.d.Admission != nil && gitcmd.ProtocolVersion(op.Protocol) == 2 && earlyPackfile(body) {
 		pw = &packfileWriter{w: out}
 		dst = pw
-		ctx = withProgress(ctx, pw.progress)
+		ctx = WithProgress(ctx, pw.progress)
 	}
 	generate := func(ctx context.Context, w io.Writer) error {
 		return s.run(ctx, op, r, t, []string{"--stateless-rpc"}, bytes.NewReader(body), w, nil)
@@ -491,7 +491,7 @@ func (s *Service) prepare(ctx context.Context, op *Op, t *tracker) (*store.Repos
 func (s *Service) run(ctx context.Context, op Op, r *store.Repository, t *tracker, flags []string, stdin io.Reader, stdout io.Writer, env []string) error {
 	if s.d.Admission != nil {
 		start := time.Now()
-		progress := progressFrom(ctx)
+		progress := ProgressFrom(ctx)
 		if progress == nil {
 			progress = func(msg string) {
 				if op.Stderr != nil {

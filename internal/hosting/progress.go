@@ -23,7 +23,7 @@ import (
 // sends that header itself as soon as there is something to say, then the
 // queue messages on band 2, and drops git's own header when git starts.
 //
-// The messages travel with the request's context (withProgress), not with
+// The messages travel with the request's context (WithProgress), not with
 // the writer git writes to: on a pack cache miss git runs in the cache's
 // producer, whose output is the cache file and must be exactly git's, and
 // the producer's context keeps the request's values.
@@ -32,11 +32,12 @@ type progressKey struct{}
 
 // withProgress makes progress the receiver of queueing messages for the
 // git processes run on behalf of ctx.
-func withProgress(ctx context.Context, progress func(msg string)) context.Context {
+func WithProgress(ctx context.Context, progress func(msg string)) context.Context {
 	return context.WithValue(ctx, progressKey{}, progress)
 }
 
-func progressFrom(ctx context.Context) func(string) {
+// ProgressFrom returns ctx's receiver of queueing messages, or nil.
+func ProgressFrom(ctx context.Context) func(string) {
 	p, _ := ctx.Value(progressKey{}).(func(string))
 	return p
 }

@@ -62,6 +62,11 @@ type entry struct {
 	hash hash.Hash
 	werr error
 
+	// fan passes the producer's queueing messages ("waiting for
+	// capacity") to every request waiting on this entry, not only to the
+	// one that started it.
+	fan fanout
+
 	// mu guards the progress followers wait on.
 	mu      sync.Mutex
 	written int64
@@ -116,6 +121,10 @@ func (e *entry) Write(p []byte) (int, error) {
 	n, err := e.file.Write(p)
 	e.hash.Write(p[:n])
 	e.mu.Lock()
+	if e.written == 0 {
+		// git runs: nobody joining from now on is waiting for capacity.
+		e.fan.quiet()
+	}
 	e.written += int64(n)
 	ch := e.notify
 	e.notify = make(chan struct{})
@@ -305,3 +314,59 @@ func sortByCreated(es []*entry) {
 }
 
 func bytesReader(b []byte) io.Reader { return bytes.NewReader(b) }
+
+// fanout sends messages to a changing set of receivers. A receiver that
+// joins gets the latest message at once: the queue repeats where it stands
+// only every few seconds.
+type fanout struct {
+	mu   sync.Mutex
+	next int
+	fns  map[int]func(string)
+	last string
+}
+
+// add makes fn a receiver until the returned function is called; a nil fn
+// is not added.
+func (f *fanout) add(fn func(string)) (remove func()) {
+	if fn == nil {
+		return func() {}
+	}
+	f.mu.Lock()
+	if f.fns == nil {
+		f.fns = map[int]func(string){}
+	}
+	id := f.next
+	f.next++
+	f.fns[id] = fn
+	last := f.last
+	f.mu.Unlock()
+	if last != "" {
+		fn(last)
+	}
+	return func() {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		delete(f.fns, id)
+	}
+}
+
+// quiet forgets the latest message, which is no longer true.
+func (f *fanout) quiet() {
+	f.mu.Lock()
+	f.last = ""
+	f.mu.Unlock()
+}
+
+// send gives msg to every receiver.
+func (f *fanout) send(msg string) {
+	f.mu.Lock()
+	f.last = msg
+	fns := make([]func(string), 0, len(f.fns))
+	for _, fn := range f.fns {
+		fns = append(fns, fn)
+	}
+	f.mu.Unlock()
+	for _, fn := range fns {
+		fn(msg)
+	}
+}

@@ -320,6 +320,7 @@ func (c *Cache) Serve(ctx context.Context, req *hosting.CacheRequest, w io.Write
 		c.dispose(stale)
 		c.coalesced.Add(1)
 		c.m.lookups.WithLabelValues(lk.kind, "coalesced").Inc()
+		defer e.fan.add(hosting.ProgressFrom(ctx))()
 		n, err := e.follow(ctx, f, w)
 		c.served("cache", n)
 		return true, err
@@ -356,7 +357,9 @@ func (c *Cache) Serve(ctx context.Context, req *hosting.CacheRequest, w io.Write
 	// The producer runs for the entry, not for this client: it keeps
 	// going if the client hangs up, for whoever else follows it. It
 	// inherits the request's values (logging, tracing) but not its end.
-	pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	// Its queueing messages go to whoever waits on the entry.
+	defer e.fan.add(hosting.ProgressFrom(ctx))()
+	pctx, cancel := context.WithCancel(hosting.WithProgress(context.WithoutCancel(ctx), e.fan.send))
 	stop := context.AfterFunc(c.ctx, cancel)
 	go func() {
 		defer c.producers.Done()

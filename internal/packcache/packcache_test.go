@@ -660,3 +660,97 @@ func assertNoTempFiles(t *testing.T, dir string) {
 		}
 	}
 }
+
+// TestFollowersHearTheQueue: a request that joins a producer still waiting
+// for capacity is told so too, not only the request that started it, and
+// a follower that has gone hears nothing more.
+func TestFollowersHearTheQueue(t *testing.T) {
+	h := newHarness(t, nil)
+	payload := randomBytes(100_000)
+	var mu sync.Mutex
+	heard := map[string]int{}
+	listener := func(who string) context.Context {
+		return hosting.WithProgress(context.Background(), func(string) {
+			mu.Lock()
+			defer mu.Unlock()
+			heard[who]++
+		})
+	}
+	count := func(who string) int {
+		mu.Lock()
+		defer mu.Unlock()
+		return heard[who]
+	}
+	waitFor := func(who string) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for count(who) == 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s heard nothing", who)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	admitted := make(chan struct{})
+	var admit sync.Once
+	// On failure too, or the producer would wait for a ticket forever.
+	t.Cleanup(func() { admit.Do(func() { close(admitted) }) })
+	var calls atomic.Int32
+	// As Admit does, the producer repeats where it stands in the queue
+	// until it gets a ticket.
+	queued := func(ctx context.Context, w io.Writer) error {
+		calls.Add(1)
+		progress := hosting.ProgressFrom(ctx)
+		if progress == nil {
+			return errors.New("the producer has no progress receiver")
+		}
+		for {
+			progress("sluice: waiting for capacity, 0 ahead of you")
+			select {
+			case <-admitted:
+				_, err := w.Write(payload)
+				return err
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}
+
+	var wg sync.WaitGroup
+	var first, second bytes.Buffer
+	wg.Go(func() {
+		if _, err := h.c.Serve(listener("first"), clone(1), &first, queued); err != nil {
+			t.Error(err)
+		}
+	})
+	waitFor("first")
+	wg.Go(func() {
+		if _, err := h.c.Serve(listener("second"), clone(1), &second, queued); err != nil {
+			t.Error(err)
+		}
+	})
+	waitFor("second")
+	// A follower that hangs up stops hearing.
+	gone, hangUp := context.WithCancel(listener("gone"))
+	goneDone := make(chan struct{})
+	go func() {
+		defer close(goneDone)
+		h.c.Serve(gone, clone(1), io.Discard, queued)
+	}()
+	waitFor("gone")
+	hangUp()
+	<-goneDone
+	before := count("gone")
+	time.Sleep(30 * time.Millisecond)
+	if after := count("gone"); after != before {
+		t.Errorf("a follower that hung up heard %d more messages", after-before)
+	}
+	admit.Do(func() { close(admitted) })
+	wg.Wait()
+	h.settle()
+	if !bytes.Equal(first.Bytes(), payload) || !bytes.Equal(second.Bytes(), payload) {
+		t.Fatalf("responses of %d and %d bytes, want %d", first.Len(), second.Len(), len(payload))
+	}
+	if calls.Load() != 1 {
+		t.Fatalf("generate ran %d times", calls.Load())
+	}
+}

@@ -130,3 +130,39 @@ func TestHTTPv2QueueTimeoutInBand(t *testing.T) {
 		}
 	}
 }
+
+// TestHTTPv2QueueProgressCoalesced: a clone identical to one already
+// waiting for a ticket joins it instead of queueing, and is told that it
+// waits too.
+func TestHTTPv2QueueProgressCoalesced(t *testing.T) {
+	w := ticketWorld(t, 30*time.Second)
+	if out := <-w.gitClone(filepath.Join(t.TempDir(), "warm"), "-q"); strings.HasPrefix(out, "FAILED") {
+		t.Fatal(out)
+	}
+	release := w.holdTicket()
+	first := w.gitClone(filepath.Join(t.TempDir(), "first"), "--progress", "--filter=blob:none")
+	w.waitQueued(1)
+	second := w.gitClone(filepath.Join(t.TempDir(), "second"), "--progress", "--filter=blob:none")
+	// The second clone follows the first's entry rather than queueing.
+	deadline := time.Now().Add(20 * time.Second)
+	for w.n.App.Cache.Stats().Coalesced < 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the second clone did not join the first: %+v", w.n.App.Throttle.State())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if q := w.n.App.Throttle.State().Queued; q != 1 {
+		t.Fatalf("%d requests queued, want only the first", q)
+	}
+	time.Sleep(100 * time.Millisecond)
+	release()
+	for name, done := range map[string]<-chan string{"first": first, "second": second} {
+		stderr := <-done
+		if strings.HasPrefix(stderr, "FAILED") {
+			t.Fatalf("%s clone: %s", name, stderr)
+		}
+		if !strings.Contains(stderr, "remote: sluice: waiting for capacity") {
+			t.Errorf("%s clone was not told it waits; git printed:\n%s", name, stderr)
+		}
+	}
+}
