@@ -226,11 +226,15 @@ func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error, s
 	writeJSONStatus(w, status, errorBody{Errors: []errorEntry{{Message: problem.Message(err)}}})
 }
 
-func writeJSONStatus(w http.ResponseWriter, status int, v any) {
-	h := w.Header()
+// setJSONHeaders sets the headers of every JSON response.
+func setJSONHeaders(h http.Header) {
 	h.Set("Content-Type", "application/json;charset=UTF-8")
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Cache-Control", "no-cache, no-store")
+}
+
+func writeJSONStatus(w http.ResponseWriter, status int, v any) {
+	setJSONHeaders(w.Header())
 	w.WriteHeader(status)
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(true)
@@ -246,11 +250,8 @@ func (c *call) json(v any) error {
 // rawJSON writes a JSON body made beforehand with status 200 and the same
 // headers as json, plus its length.
 func (c *call) rawJSON(body []byte) error {
-	h := c.w.Header()
-	h.Set("Content-Type", "application/json;charset=UTF-8")
-	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Cache-Control", "no-cache, no-store")
-	h.Set("Content-Length", strconv.Itoa(len(body)))
+	setJSONHeaders(c.w.Header())
+	c.w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	c.w.WriteHeader(http.StatusOK)
 	_, _ = c.w.Write(body) // a client gone away is not our error
 	return nil

@@ -16,6 +16,7 @@
 package hookclient
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -189,7 +190,7 @@ func Call(socket string, req *Request, timeout time.Duration) (*Response, error)
 	// The answer is one JSON document and a newline.
 	var answer []byte
 	buf := make([]byte, 4096)
-	for !bytesHasNewline(answer) {
+	for !bytes.HasSuffix(answer, []byte{'\n'}) {
 		if err := setTimeout(fd, syscall.SO_RCVTIMEO, deadline); err != nil {
 			return nil, err
 		}
@@ -213,10 +214,6 @@ func Call(socket string, req *Request, timeout time.Duration) (*Response, error)
 		return nil, fmt.Errorf("receive: %w", err)
 	}
 	return &resp, nil
-}
-
-func bytesHasNewline(b []byte) bool {
-	return len(b) > 0 && b[len(b)-1] == '\n'
 }
 
 // setTimeout bounds the socket's next blocking call by what is left until
