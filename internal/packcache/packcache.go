@@ -50,7 +50,10 @@
 // client hanging up never breaks the others. A producer that fails removes
 // the entry and every follower returns the error once it has sent what was
 // written: a transport then aborts the stream instead of ending it cleanly,
-// so no client ever takes a truncated pack for a complete one.
+// so no client ever takes a truncated pack for a complete one. While the
+// producer waits for its ticket, its queue messages ("waiting for capacity,
+// N ahead of you") go to every client following the entry, the latest at
+// once to one that joins, not only to the client that started it.
 //
 // # On disk
 //
