@@ -145,6 +145,13 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger, opts Optio
 	if hookHelper == "" {
 		logger.Info("git hooks run the sluice binary; install sluice-hook next to it (make build does) for cheaper pushes", "binary", hookBinary)
 	}
+	// The git cgroup exists before the first git process starts, so
+	// that every heavy one lands in it; the throttle drives it.
+	gitGroup := a.openGitGroup(opts.Admin)
+	var confine func(int) error
+	if gitGroup != nil {
+		confine = gitGroup.Add
+	}
 	a.Git, err = gitcmd.New(gitcmd.Config{
 		Binary:       cfg.Git.Binary,
 		HomeDir:      gitHome(cfg, hookBinary+"\x00"+hookHelper),
@@ -158,6 +165,7 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger, opts Optio
 		// otherwise git's default, and a repository's own pack.threads,
 		// stand.
 		PackThreads: packThreads(cfg.Throttle.Cores),
+		Confine:     confine,
 	}, a.Registry, logger)
 	if err != nil {
 		return nil, fmt.Errorf("git: %w", err)
@@ -255,6 +263,7 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger, opts Optio
 		Logger:     logger,
 		Registerer: a.Registry,
 		RepoPath:   a.Repos.Path,
+		GitGroup:   gitGroup,
 		OnRateLimitsChanged: func() {
 			if a.cluster != nil {
 				a.PublishSettingChanged(throttle.SettingRateLimits)
@@ -316,6 +325,25 @@ func (a *App) newCache() (*packcache.Cache, error) {
 		MinOccurrences: cfg.MinOccurrences,
 		GitIdentity:    identity,
 	}, a.Store, a.Registry, a.Logger)
+}
+
+// openGitGroup opens the git cgroup the adaptive throttle drives, or
+// returns nil (logged) when the node has none to offer: another strategy,
+// throttle.git_cgroup off, an admin command, or no cgroup v1 cpu hierarchy
+// of its own that it may write to.
+func (a *App) openGitGroup(admin bool) *throttle.GitGroup {
+	cfg := a.Config.Throttle
+	if admin || cfg.Strategy != "adaptive" || !cfg.GitCgroup {
+		return nil
+	}
+	g, err := throttle.OpenGitGroup(throttle.DetectSources(cfg.Cores).Cores)
+	if err != nil {
+		a.Logger.Info("no git cgroup; tickets alone hold the cpu target", "component", "throttle", "reason", err)
+		return nil
+	}
+	a.Logger.Info("git processes run in their own cgroup", "component", "throttle", "cgroup", g.Dir())
+	a.closers = append(a.closers, g.Close)
+	return g
 }
 
 // packThreads is the pack.threads every git command gets, or 0 for none:

@@ -277,6 +277,16 @@ func (c *cgroup) usage() (time.Duration, error) {
 func (c *cgroup) remove() error {
 	var errs []error
 	for _, dir := range append([]string{c.dir}, c.extra...) {
+		// A node killed before its Close leaves its git cgroup behind
+		// (throttle.GitGroup); the kernel removes only empty groups,
+		// children first.
+		if entries, err := os.ReadDir(dir); err == nil {
+			for _, e := range entries {
+				if e.IsDir() {
+					_ = os.Remove(filepath.Join(dir, e.Name()))
+				}
+			}
+		}
 		var err error
 		// The kernel refuses rmdir while a just-killed process is still
 		// being torn down; give it a moment.

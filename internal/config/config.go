@@ -197,7 +197,11 @@ type Throttle struct {
 	// TargetCPU is the CPU utilisation (0..1) the adaptive strategy holds.
 	TargetCPU float64 `toml:"target_cpu"`
 	// Cores is the CPU budget of this node (0: what the process may use).
-	Cores      float64  `toml:"cores"`
+	Cores float64 `toml:"cores"`
+	// GitCgroup runs heavy git processes in a child cgroup of the node's
+	// own (cgroup v1 cpu), weighted below the node's request handlers
+	// and capped by the adaptive controller below its ticket floor.
+	GitCgroup  bool     `toml:"git_cgroup"`
 	QueueMax   int      `toml:"queue_max"`
 	QueueWait  Duration `toml:"queue_wait"`
 	RateLimit  bool     `toml:"rate_limit"`
@@ -297,6 +301,7 @@ func Default() Config {
 			MinPerCore: 1,
 			MaxPerCore: 12,
 			TargetCPU:  0.75,
+			GitCgroup:  true,
 			QueueMax:   1000,
 			QueueWait:  Duration{5 * time.Minute},
 			RateLimit:  true,

@@ -89,6 +89,12 @@ type Config struct {
 	// then gets the CPU first and stays responsive while git takes the
 	// rest; the CPU each operation costs is unchanged.
 	Nice int
+	// Confine, when set, is called with the pid of each heavy command
+	// (see confined) right after it starts, before it has read its
+	// request; the throttle moves it into the git cgroup, whose weight
+	// and CPU cap it and its children (pack-objects) then share. An
+	// error is logged and the command runs where it is.
+	Confine func(pid int) error
 }
 
 // niced lists the commands Config.Nice applies to: the ones whose CPU
@@ -99,6 +105,11 @@ var niced = map[string]bool{
 	"repack": true, "multi-pack-index write": true, "commit-graph write": true,
 	"archive": true, "merge-tree": true,
 }
+
+// confined lists the commands Config.Confine applies to: the niced ones
+// but merge-tree, whose result a user waits for when merging a pull
+// request and which must not queue behind a clone storm's cap.
+func confined(name string) bool { return niced[name] && name != "merge-tree" }
 
 // HookNames are the hooks New installs under HomeDir/hooks.
 // There is no post-receive: the hooks server learns that a push ended
@@ -118,6 +129,7 @@ type Runner struct {
 	hooksDir string
 	timeout  time.Duration
 	nice     int
+	confine  func(pid int) error
 	preArgs  []string // -c settings before the subcommand (PackThreads)
 	baseEnv  []string
 	logger   *slog.Logger
@@ -163,6 +175,7 @@ func New(cfg Config, reg prometheus.Registerer, logger *slog.Logger) (*Runner, e
 		hooksDir:    filepath.Join(home, "hooks"),
 		timeout:     cfg.Timeout,
 		nice:        min(max(cfg.Nice, 0), 19),
+		confine:     cfg.Confine,
 		logger:      logger.With("component", "gitcmd"),
 		catfiles:    map[string][]*CatFile{},
 		catfileIdle: catfileIdle,

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -737,6 +738,53 @@ func TestNice(t *testing.T) {
 	}
 	if got := niceOf("cat-file", []string{"--batch-check"}); got != 20-own {
 		t.Errorf("cat-file niceness %d, want the server's own %d", got, 20-own)
+	}
+}
+
+// TestConfine: heavy commands are handed to Confine as they start, light
+// ones and merge-tree are not, and a failing Confine only logs.
+func TestConfine(t *testing.T) {
+	var mu sync.Mutex
+	var got []int
+	fail := false
+	r := newRunner(t, "", func(c *Config) {
+		c.Confine = func(pid int) error {
+			mu.Lock()
+			defer mu.Unlock()
+			got = append(got, pid)
+			if fail {
+				return errors.New("cgroup gone")
+			}
+			return nil
+		}
+	})
+	f := makeRepo(t, r)
+	ctx := context.Background()
+	run := func(name string, flags []string, args ...string) int {
+		t.Helper()
+		p, err := r.Start(ctx, Cmd{Dir: f.dir, Name: name, Flags: flags, Args: args, Stdin: strings.NewReader("0000"), Stdout: io.Discard})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Wait(); err != nil {
+			t.Fatalf("git %s: %v", name, err)
+		}
+		return p.Pid()
+	}
+	up := run("upload-pack", []string{"--stateless-rpc"})
+	run("cat-file", []string{"--batch-check"})
+	run("merge-tree", []string{"--write-tree"}, f.commit, f.commit)
+	mu.Lock()
+	if len(got) != 1 || got[0] != up {
+		t.Errorf("Confine got %v, want only upload-pack's pid %d", got, up)
+	}
+	fail = true
+	mu.Unlock()
+	run("upload-pack", []string{"--stateless-rpc"}) // still runs
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != 2 {
+		t.Errorf("Confine called %d times, want 2", len(got))
 	}
 }
 

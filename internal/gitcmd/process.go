@@ -209,6 +209,11 @@ func (r *Runner) start(ctx context.Context, c Cmd, timeout time.Duration) (*Proc
 		// starts afterwards inherits it. Failure only costs priority.
 		_ = syscall.Setpriority(syscall.PRIO_PROCESS, p.cmd.Process.Pid, r.nice)
 	}
+	if r.confine != nil && confined(c.Name) {
+		if err := r.confine(p.cmd.Process.Pid); err != nil {
+			r.logger.Warn("cannot move git into the git cgroup; it runs unconfined", "command", c.Name, "err", err)
+		}
+	}
 	r.started.WithLabelValues(c.Name).Inc()
 	r.running.Inc()
 

@@ -83,6 +83,47 @@ func (l law) next(limit int, s sample) (int, string) {
 	return next, reason
 }
 
+// The share law's constants: its gain, and the least share of the node's
+// cores git keeps however busy the node is, so queued work always moves.
+const (
+	shareGain = 0.5
+	shareMin  = 0.2
+)
+
+// nextShare is the law below the ticket floor: the git group's CPU share
+// (1 = uncapped) for the coming interval. The caller applies it only
+// while the share is below 1 or the ticket limit sits at its floor with
+// utilisation above the band.
+func (l law) nextShare(share float64, s sample) (float64, string) {
+	if share >= 1 {
+		if s.Util <= l.target+l.band {
+			return 1, reasonHold
+		}
+		// Entering: cap git at the target itself; the proportional
+		// steps below take it from there.
+		return max(shareMin, l.target), reasonCPUHigh
+	}
+	e := l.target - s.Util
+	if math.Abs(e) <= l.band/2 {
+		return share, reasonHold
+	}
+	next := max(shareMin, share+shareGain*e)
+	if next >= 1 {
+		return 1, reasonCPULow
+	}
+	if e > 0 {
+		return next, reasonCPULow
+	}
+	return next, reasonCPUHigh
+}
+
+// cpuCap is the git group as the controller drives it (GitGroup; a fake
+// in tests).
+type cpuCap interface {
+	Share() float64
+	SetShare(float64) error
+}
+
 // controller samples the sources once per interval and applies the law.
 type controller struct {
 	law     law
@@ -92,6 +133,7 @@ type controller struct {
 	lastCPU time.Duration
 	lastAt  time.Time
 	last    controlState
+	cap     cpuCap // nil: no git group, tickets act alone
 }
 
 // controlState is what the admin endpoint shows of the last interval.
@@ -105,6 +147,8 @@ type controlState struct {
 	MemCap      int // 0: no cap
 	CPULimit    int
 	Limit       int
+	GitShare    float64 // the git group's share of the cores; 0: no group
+	CapError    string  // setting the git group's share failed
 	Reason      string
 	SourceError string
 }
@@ -146,7 +190,22 @@ func (c *controller) tick(now time.Time, avgInUse float64, saturated bool, inUse
 			st.Pressure = p
 		}
 	}
-	c.limit, st.Reason = c.law.next(c.limit, s)
+	if c.cap != nil && (c.cap.Share() < 1 || (c.limit == c.law.min && s.Util > c.law.target+c.law.band)) {
+		// Below the ticket floor the git group's share is the actuator,
+		// and the ticket limit waits at the floor until the share is
+		// back to 1: one actuator at a time.
+		share, reason := c.law.nextShare(c.cap.Share(), s)
+		if err := c.cap.SetShare(share); err != nil {
+			st.CapError = err.Error()
+		} else {
+			st.Reason = "git_share_" + reason
+		}
+	} else {
+		c.limit, st.Reason = c.law.next(c.limit, s)
+	}
+	if c.cap != nil {
+		st.GitShare = c.cap.Share()
+	}
 	st.CPULimit, st.Limit = c.limit, c.limit
 	if c.src.Memory != nil && memPerOp > 0 {
 		if avail, err := c.src.Memory.Available(); err == nil {

@@ -218,3 +218,178 @@ func TestControllerSourceErrorHolds(t *testing.T) {
 		t.Fatalf("limit %d error %q, want 10 and an error", st.Limit, st.SourceError)
 	}
 }
+
+func TestLawNextShare(t *testing.T) {
+	l := law{target: 0.75, band: 0.05, min: 1, max: 12, step: 1, pressureHigh: 0.8}
+	tests := []struct {
+		name   string
+		share  float64
+		util   float64
+		want   float64
+		reason string
+	}{
+		{"uncapped inside band stays uncapped", 1, 0.79, 1, reasonHold},
+		{"entering caps at the target", 1, 0.97, 0.75, reasonCPUHigh},
+		{"proportional decrease", 0.75, 0.95, 0.65, reasonCPUHigh},
+		{"proportional increase", 0.5, 0.55, 0.6, reasonCPULow},
+		{"half band holds", 0.6, 0.77, 0.6, reasonHold},
+		{"floor", 0.25, 1.0, shareMin, reasonCPUHigh},
+		{"back to uncapped", 0.9, 0.3, 1, reasonCPULow},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, reason := l.nextShare(tt.share, sample{Util: tt.util})
+			if math.Abs(got-tt.want) > 1e-9 || reason != tt.reason {
+				t.Errorf("nextShare(%v, %v) = %v (%s), want %v (%s)", tt.share, tt.util, got, reason, tt.want, tt.reason)
+			}
+		})
+	}
+}
+
+// fakeCap is a git group the controller drives in tests.
+type fakeCap struct {
+	share float64
+	err   error
+	sets  int
+}
+
+func (f *fakeCap) Share() float64 { return f.share }
+func (f *fakeCap) SetShare(s float64) error {
+	if f.err != nil {
+		return f.err
+	}
+	f.sets++
+	f.share = min(1, s)
+	return nil
+}
+
+// cappedPlant is a node of one core under a clone storm where a single
+// clone keeps the core busy: git's CPU is min(perTicket × tickets, the
+// group's share), the node's own work (proxying the pack) costs
+// overhead × git's CPU, and background is the rest (REST, cache hits).
+type cappedPlant struct {
+	background, perTicket, overhead, noise float64
+	demand                                 int
+	rng                                    *rand.Rand
+}
+
+func (p *cappedPlant) run(c *controller, gc *fakeCap, cpu *fakeCPU, clock *time.Time, n int) (limits []int, shares, utils []float64) {
+	const dt = 2 * time.Second
+	for range n {
+		inUse := min(c.limit, p.demand)
+		git := math.Min(p.perTicket*float64(inUse), gc.share)
+		u := p.background + git*(1+p.overhead)
+		if p.noise > 0 {
+			u += (p.rng.Float64()*2 - 1) * p.noise
+		}
+		u = math.Min(1, math.Max(0, u))
+		cpu.used += time.Duration(u * float64(dt))
+		*clock = clock.Add(dt)
+		st := c.tick(*clock, float64(inUse), p.demand > inUse, inUse, 0)
+		limits, shares, utils = append(limits, st.Limit), append(shares, st.GitShare), append(utils, u)
+	}
+	return limits, shares, utils
+}
+
+func TestControllerShareBelowTicketFloor(t *testing.T) {
+	clock := time.Unix(1_700_000_000, 0)
+	cpu := &fakeCPU{}
+	gc := &fakeCap{share: 1}
+	c := newTestController(1, cpu, clock)
+	c.cap = gc
+	p := &cappedPlant{background: 0.03, perTicket: 0.85, overhead: 0.12, demand: 100}
+
+	// One clone alone saturates the node: the ticket limit is at its
+	// floor of one, and the share takes over and brings utilisation into
+	// the band, each step closer than the last (no overshoot).
+	limits, shares, utils := p.run(c, gc, cpu, &clock, 12)
+	for i, l := range limits {
+		if l != 1 {
+			t.Fatalf("interval %d: limit %d, want the floor 1 while the share acts (%v)", i, l, limits)
+		}
+	}
+	if u := utils[len(utils)-1]; !inBand(u) {
+		t.Fatalf("cpu %.3f after 12 intervals, want 0.70..0.80; shares %.3f utils %.3f", u, shares, utils)
+	}
+	for i := 2; i < len(utils); i++ {
+		if math.Abs(utils[i]-0.75) > math.Abs(utils[i-1]-0.75)+1e-9 {
+			t.Fatalf("utilisation moved away from the target at interval %d: %.3f", i, utils)
+		}
+		if (utils[i]-0.75)*(utils[1]-0.75) < -1e-9 && !inBand(utils[i]) {
+			t.Fatalf("overshoot at interval %d: %.3f", i, utils)
+		}
+	}
+
+	// Steady storm with noise just inside the share's dead band: the
+	// share settles and stays.
+	p.noise, p.rng = 0.02, rand.New(rand.NewPCG(3, 4))
+	_, shares, utils = p.run(c, gc, cpu, &clock, 100)
+	changes := 0
+	for i := 1; i < len(shares); i++ {
+		if shares[i] != shares[i-1] {
+			changes++
+		}
+	}
+	if changes > 5 {
+		t.Errorf("share changed %d times in 100 steady intervals: %.3f", changes, shares)
+	}
+	mean := 0.0
+	for _, u := range utils {
+		mean += u / float64(len(utils))
+	}
+	if !inBand(mean) {
+		t.Errorf("mean cpu %.3f at steady storm, want 0.70..0.80", mean)
+	}
+
+	// The storm ends: the share returns to 1 first, and only then may
+	// the ticket law move again.
+	p.noise, p.demand = 0, 0
+	limits, shares, _ = p.run(c, gc, cpu, &clock, 6)
+	if shares[len(shares)-1] != 1 {
+		t.Fatalf("share %.3f after the storm, want 1 (%v)", shares[len(shares)-1], shares)
+	}
+	for i := range limits {
+		if shares[i] < 1 && limits[i] != 1 {
+			t.Fatalf("limit moved to %d while the share was %.2f", limits[i], shares[i])
+		}
+	}
+
+	// A heavier REST load on top: git is held down, never below its
+	// floor share.
+	p.demand, p.background = 100, 0.7
+	_, shares, _ = p.run(c, gc, cpu, &clock, 20)
+	if s := shares[len(shares)-1]; s != shareMin {
+		t.Errorf("share %.3f with the node busy on its own, want the floor %v", s, shareMin)
+	}
+}
+
+func TestControllerShareNotAboveFloor(t *testing.T) {
+	// Eight cores, each clone a small part of the node: tickets alone
+	// hold the band, and the share is never touched.
+	clock := time.Unix(1_700_000_000, 0)
+	cpu := &fakeCPU{}
+	gc := &fakeCap{share: 1}
+	c := newTestController(8, cpu, clock)
+	c.cap = gc
+	p := &plant{cores: 8, background: 0.05, perTicket: 0.025, demand: 1000}
+	_, utils := p.run(c, cpu, &clock, 30)
+	if gc.sets != 0 || gc.share != 1 {
+		t.Errorf("share set %d times (now %.2f) though tickets had room", gc.sets, gc.share)
+	}
+	if u := utils[len(utils)-1]; !inBand(u) {
+		t.Errorf("cpu %.2f, want within the band", u)
+	}
+}
+
+func TestControllerShareErrorReported(t *testing.T) {
+	clock := time.Unix(1_700_000_000, 0)
+	cpu := &fakeCPU{}
+	gc := &fakeCap{share: 1, err: errors.New("read-only cgroup")}
+	c := newTestController(1, cpu, clock)
+	c.cap = gc
+	cpu.used += 2 * time.Second // fully busy
+	st := c.tick(clock.Add(2*time.Second), 1, true, 1, 0)
+	if st.CapError == "" || st.Limit != 1 || st.GitShare != 1 {
+		t.Errorf("state %+v, want the cap error, limit 1, share 1", st)
+	}
+}

@@ -111,9 +111,18 @@ func PackThreads(cores float64) int {
 // v1QuotaCores returns the CFS quota, in cores, of this process's cgroup
 // in a cgroup v1 cpu hierarchy, or 0 when there is none.
 func v1QuotaCores() float64 {
+	if dir := v1CPUDir(); dir != "" {
+		return quotaCores(dir)
+	}
+	return 0
+}
+
+// v1CPUDir is this process's own cgroup in a cgroup v1 cpu hierarchy, or
+// "" when there is none or it is the root (the whole machine).
+func v1CPUDir() string {
 	b, err := os.ReadFile(filepath.Join(procRoot, "self", "cgroup"))
 	if err != nil {
-		return 0
+		return ""
 	}
 	for line := range strings.SplitSeq(strings.TrimSpace(string(b)), "\n") {
 		parts := strings.SplitN(line, ":", 3)
@@ -126,13 +135,13 @@ func v1QuotaCores() float64 {
 			}
 			for _, mount := range []string{"cpu", "cpu,cpuacct", "cpuacct,cpu"} {
 				dir := filepath.Join(cgroupRoot, mount, filepath.Clean("/"+parts[2]))
-				if c := quotaCores(dir); c > 0 {
-					return c
+				if _, err := os.Stat(filepath.Join(dir, "cpu.cfs_quota_us")); err == nil {
+					return dir
 				}
 			}
 		}
 	}
-	return 0
+	return ""
 }
 
 // cgroupCPU reads a cgroup's cumulative CPU usage.

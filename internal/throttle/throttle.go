@@ -47,6 +47,31 @@
 // L is then clamped to [min, max], and a memory backstop may lower the
 // effective limit further (below).
 //
+// Below the floor: the git group's share. A ticket is a whole git
+// process, and on a small node one pack-objects can keep every core busy
+// by itself: at L = min, u can stay above the band and no count holds it.
+// When the node has a git cgroup (GitGroup: the heavy git processes in a
+// child cgroup of the node's own) the controller then caps that group's
+// CPU at a share s of the node's cores, a continuous actuator:
+//
+//   - entering (L = min, s = 1, u > target+band): s ← target;
+//   - then every interval: s ← max(0.2, s + ½·(target − u)), held while
+//     |target − u| ≤ band/2; s reaching 1 lifts the cap, and only then
+//     does the ticket law above act again (one actuator at a time).
+//
+// With git using its cap, u = b + k·s (b the node's own work, k ≥ 1 its
+// overhead per unit of git, such as proxying the pack), so the error
+// shrinks by a factor of |1 − k/2| each interval: monotonically for
+// k < 2, without crossing the target. When git uses less than its cap
+// (s above git's demand), lowering s changes nothing until the cap binds,
+// and raising it is harmless; either way u moves toward the target or
+// not at all. The floor of 0.2 keeps queued work moving when the node's
+// own work alone is above target. The group's weight (cpu.shares 256, a
+// quarter of one of the node's threads) also gives the node's request
+// handlers the CPU first at any share, and its quota keeps git from
+// spending the node's whole CFS quota, after which every process of the
+// node — REST handlers included — would wait for the next period.
+//
 // Why it is stable. (1) It is bounded: L never leaves [min, max]. (2) The
 // dead band absorbs measurement noise: fluctuations of u smaller than 0.05
 // change nothing, so steady load at the target holds the limit constant.
@@ -105,8 +130,9 @@
 // POST. Exemptions give a user, a group's members or one access token
 // their own bucket, or none. The settings live in the database
 // (SettingRateLimits) and are edited at run time through the admin REST
-// API; every node polls the setting every 5 s. Polling is the stand-in for
-// the cluster event bus, which will push changes instead once it exists.
+// API; the node that stores them publishes the change on the cluster's
+// event bus and every node Reloads at once, and each also polls the
+// setting every 5 s, for a node that missed the event.
 // Buckets live in an LRU map bounded at 100,000 entries, and buckets that
 // have refilled completely are dropped at each poll.
 //
@@ -114,9 +140,10 @@
 //
 // Metrics sluice_throttle_tickets_{limit,in_use,queued},
 // sluice_throttle_queue_wait_seconds, sluice_throttle_rejections_total
-// {reason}, sluice_throttle_rate_limited_total{class} and
-// sluice_throttle_cpu_utilization_ratio; State for the admin endpoint; one
-// log line per refusal.
+// {reason}, sluice_throttle_rate_limited_total{class},
+// sluice_throttle_cpu_utilization_ratio and, with a git group,
+// sluice_throttle_git_cpu_share; State for the admin endpoint; one log
+// line per refusal.
 package throttle
 
 import (
@@ -176,6 +203,10 @@ type Options struct {
 	Interval, PollInterval, ProgressEvery time.Duration
 	// MaxBuckets bounds the rate-limit bucket map.
 	MaxBuckets int
+	// GitGroup is the cgroup heavy git processes run in (OpenGitGroup),
+	// or nil. The adaptive controller caps its CPU share below the
+	// ticket floor; the fixed strategy leaves it alone.
+	GitGroup *GitGroup
 	// OnRateLimitsChanged is called after SetRateLimits stored new
 	// settings; the app publishes it on the cluster's event bus so other
 	// nodes Reload at once instead of at their next poll.
@@ -269,6 +300,9 @@ func New(cfg config.Throttle, opts Options) (*Throttle, error) {
 		// first sample, nor crawl up from the floor when it is idle.
 		start = max(l.min, min(l.max, int(math.Round(2*src.Cores))))
 		t.ctrl = newController(l, src, start)
+		if opts.GitGroup != nil {
+			t.ctrl.cap = opts.GitGroup
+		}
 	default:
 		return nil, fmt.Errorf("throttle: unknown strategy %q", cfg.Strategy)
 	}
@@ -348,6 +382,7 @@ func (t *Throttle) Tick() {
 	if ps.InUse > 0 && ps.MemInUse > 0 {
 		perOp = ps.MemInUse / int64(ps.InUse)
 	}
+	prevShare := t.ctrl.last.GitShare
 	st := t.ctrl.tick(t.now(), avg, saturated, ps.InUse, perOp)
 	if st.Limit != ps.Limit {
 		t.logger.Debug("ticket limit changed", "from", ps.Limit, "to", st.Limit, "reason", st.Reason,
@@ -356,11 +391,21 @@ func (t *Throttle) Tick() {
 	if st.SourceError != "" {
 		t.logger.Warn("cannot measure cpu; ticket limit unchanged", "error", st.SourceError)
 	}
+	if st.CapError != "" {
+		t.logger.Warn("cannot cap git's cpu share", "error", st.CapError)
+	}
+	if st.GitShare != prevShare {
+		t.logger.Debug("git cpu share changed", "from", round2(prevShare), "to", round2(st.GitShare), "reason", st.Reason,
+			"cpu", round2(st.Util))
+	}
 	t.pool.setLimit(st.Limit)
 	t.mu.Lock()
 	t.ctrlState = st
 	t.mu.Unlock()
 	t.m.cpu.Set(st.Util)
+	if t.ctrl.cap != nil {
+		t.m.gitShare.Set(st.GitShare)
+	}
 }
 
 func round2(f float64) float64 { return math.Round(f*100) / 100 }
@@ -641,19 +686,23 @@ type State struct {
 
 // ControllerState is the adaptive controller's view.
 type ControllerState struct {
-	CPUSource      string    `json:"cpuSource"`
-	Cores          float64   `json:"cores"`
-	TargetCPU      float64   `json:"targetCpu"`
-	CPU            float64   `json:"cpu"`
-	AvgInUse       float64   `json:"avgInUse"`
-	Pressure       float64   `json:"pressure"`
-	PressureSource string    `json:"pressureSource,omitempty"`
-	MemAvailable   int64     `json:"memAvailableBytes"`
-	MemCap         int       `json:"memCap"`
-	CPULimit       int       `json:"cpuLimit"`
-	Reason         string    `json:"reason"`
-	SampledAt      time.Time `json:"sampledAt"`
-	Error          string    `json:"error,omitempty"`
+	CPUSource      string  `json:"cpuSource"`
+	Cores          float64 `json:"cores"`
+	TargetCPU      float64 `json:"targetCpu"`
+	CPU            float64 `json:"cpu"`
+	AvgInUse       float64 `json:"avgInUse"`
+	Pressure       float64 `json:"pressure"`
+	PressureSource string  `json:"pressureSource,omitempty"`
+	MemAvailable   int64   `json:"memAvailableBytes"`
+	MemCap         int     `json:"memCap"`
+	CPULimit       int     `json:"cpuLimit"`
+	// GitCgroup and GitCPUShare describe the git group, when there is
+	// one: its directory and its CPU cap as a share of Cores (1: none).
+	GitCgroup   string    `json:"gitCgroup,omitempty"`
+	GitCPUShare float64   `json:"gitCpuShare,omitempty"`
+	Reason      string    `json:"reason"`
+	SampledAt   time.Time `json:"sampledAt"`
+	Error       string    `json:"error,omitempty"`
 }
 
 // RateLimitState summarises the rate limiter.
@@ -692,6 +741,9 @@ func (t *Throttle) State() State {
 			CPU: round2(cs.Util), AvgInUse: round2(cs.InUse), Pressure: round2(cs.Pressure),
 			MemAvailable: cs.MemAvail, MemCap: cs.MemCap, CPULimit: cs.CPULimit, Reason: cs.Reason,
 			SampledAt: cs.At, Error: cs.SourceError,
+		}
+		if g := t.opts.GitGroup; g != nil {
+			c.GitCgroup, c.GitCPUShare = g.Dir(), round2(g.Share())
 		}
 		if p := t.ctrl.src.Pressure; p != nil {
 			c.PressureSource = "machine"
