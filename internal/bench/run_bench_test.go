@@ -41,6 +41,18 @@ func envInt(t *testing.T, name string, def int) int {
 	return n
 }
 
+func envFloat(t *testing.T, name string, def float64) float64 {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil || f <= 0 {
+		t.Fatalf("%s: want a positive number, got %q", name, v)
+	}
+	return f
+}
+
 func envDuration(t *testing.T, name string, def time.Duration) time.Duration {
 	v := os.Getenv(name)
 	if v == "" {
@@ -295,6 +307,7 @@ func TestBench(t *testing.T) {
 		return m
 	}
 	var capacity ThrottleCapacity
+	var stormRate float64
 	if wantPhase("throttle") {
 		// The pushes above left loose objects and a housekeeping job due
 		// 30 s after them; a repack running during the capacity or storm
@@ -306,14 +319,14 @@ func TestBench(t *testing.T) {
 		}
 		offSettings := throttleSettings("throttle.strategy", "fixed", "throttle.fixed", "10000")
 		capacity = n.throttleCapacity(offSettings, throttleCores, repoURLPath)
-		stormWorkers := envInt(t, "BENCH_THROTTLE_WORKERS", capacity.Workers())
+		stormRate = envFloat(t, "BENCH_THROTTLE_RATE", capacity.Rate())
 		off = n.throttleRun("off (fixed, 10000 tickets)", "sluice-throttle-off", offSettings,
-			throttleCores, stormWorkers, duration, idle, repoURLPath)
+			throttleCores, stormRate, duration, idle, repoURLPath)
 		on = n.throttleRun("on (adaptive)", "sluice-throttle-on", throttleSettings("throttle.strategy", "adaptive"),
-			throttleCores, stormWorkers, duration, idle, repoURLPath)
+			throttleCores, stormRate, duration, idle, repoURLPath)
 	}
 	throttleSec := ThrottleSection(on, off)
-	throttleSec.Notes = throttleNotes(capacity, on.Storm.Report.Workers, throttleCores, duration, idle)
+	throttleSec.Notes = throttleNotes(capacity, stormRate, throttleCores, duration, idle)
 	if len(only) > 0 {
 		if wantPhase("throttle") {
 			fmt.Println(throttleSec.Markdown())
@@ -507,7 +520,7 @@ func (n *nodes) lookups(s *Server) map[string]float64 {
 
 // throttleRun starts a node with settings and measures a storm of
 // distinct uncached clones against it with the probe running, idle first.
-func (n *nodes) throttleRun(mode, name string, settings map[string]string, cores float64, workers int, d, idle time.Duration, path string) ThrottleRun {
+func (n *nodes) throttleRun(mode, name string, settings map[string]string, cores, rate float64, d, idle time.Duration, path string) ThrottleRun {
 	n.t.Helper()
 	s := n.start(name, settings, cores, true)
 	r := ThrottleRun{Mode: mode}
@@ -555,7 +568,8 @@ func (n *nodes) throttleRun(mode, name string, settings map[string]string, cores
 	periods0, throttled0, cfsOK := cfsStat(s)
 	var ec errorCounter
 	m, err := Measure(n.ctx, s, "clone storm (distinct, uncached)",
-		loadgen.Spec{Name: name, Workers: workers, Duration: d, Op: ec.wrap(DistinctCloneOp(n.http, url, refs))})
+		loadgen.Spec{Name: name, Rate: rate, Duration: d, CutOff: true, MaxInFlight: stormMaxInFlight,
+			Op: ec.wrap(DistinctCloneOp(n.http, url, refs))})
 	util, metric := stopUtil()
 	if periods1, throttled1, ok := cfsStat(s); ok && cfsOK && periods1 > periods0 {
 		r.Throttled = float64(throttled1-throttled0) / float64(periods1-periods0)
@@ -622,7 +636,7 @@ func (n *nodes) throttleCapacity(settings map[string]string, cores float64, path
 	}
 	c := ThrottleCapacity{Cores: cores, Busy: m.CPU.Best().Seconds() / m.Report.Elapsed.Seconds(), PerClone: m.CPUPerOp(), Clones: m.Report.Ops}
 	n.logger.Info("throttle capacity", "report", m.Report.String(), "busy_cores", fmt.Sprintf("%.2f", c.Busy),
-		"cpu_per_clone", c.PerClone, "concurrent", fmt.Sprintf("%.2f", c.Concurrent()), "storm_workers", c.Workers())
+		"cpu_per_clone", c.PerClone, "served_per_s", fmt.Sprintf("%.2f", c.Served()), "storm_rate", fmt.Sprintf("%.2f", c.Rate()))
 	return c
 }
 
@@ -630,18 +644,24 @@ func (n *nodes) throttleCapacity(settings map[string]string, cores float64, path
 // clones of the generated repository.
 const capacityRun = 10 * time.Second
 
+// stormMaxInFlight bounds the storm's clones in flight, a guard for the
+// shared machine's memory (each uncached clone in flight on a node
+// without throttling is an upload-pack and a pack-objects).
+const stormMaxInFlight = 600
+
 // throttleNotes describe the throttling section's method.
-func throttleNotes(c ThrottleCapacity, workers int, cores float64, d, idle time.Duration) []string {
-	storm := fmt.Sprintf("Storm: %d workers for %s, each cloning every branch and all tags but a pair that differs on every clone, so no two requests are alike; `cache.min_occurrences=2` keeps them out of the cache.", workers, d)
+func throttleNotes(c ThrottleCapacity, rate, cores float64, d, idle time.Duration) []string {
+	storm := fmt.Sprintf("Storm: open loop, %.1f clones a second for %s whatever the node answers (CI agents do not wait for each other), each cloning every branch and all tags but a pair that differs on every clone, so no two requests are alike; `cache.min_occurrences=2` keeps them out of the cache. At %s the clones still running are cut off and counted apart: clones/hour is what completed within the window, for both nodes alike. At most %d clones are in flight (a guard for the machine's memory; an arrival beyond it is not sent and would show as offered minus clones, cut off and errors).",
+		rate, d, d, stormMaxInFlight)
 	if c.Clones > 0 {
-		storm += fmt.Sprintf(" Sized to offer twice what the CPU can serve: one such clone alone, on a node capped the same way (%d clones in %s), kept %.2f cores busy (%s of CPU per clone), so %g core(s) run %.2f at once at full speed; the storm runs twice that, rounded up (`BENCH_THROTTLE_WORKERS` overrides).",
-			c.Clones, capacityRun, c.Busy, ms3(c.PerClone), cores, c.Concurrent())
+		storm += fmt.Sprintf(" The rate is twice what the CPU can serve: one such clone at a time, on a node capped the same way (%d clones in %s), cost %s of CPU each, so %g core(s) serve %.1f a second (`BENCH_THROTTLE_RATE` overrides).",
+			c.Clones, capacityRun, ms3(c.PerClone), cores, c.Served())
 	}
 	return []string{
 		fmt.Sprintf("Each node is capped at %g core(s) by CFS bandwidth control and told so (`throttle.cores=%g`), so that it is saturated whatever else the machine runs and the load client and probe keep the other core(s). Utilisation is the node's cgroup CPU over 2 s intervals divided by its cores; the first two intervals (ramp-up) are left out. The controller's own reading (`sluice_throttle_cpu_utilization_ratio`, scraped at the same times) is shown alongside. CPU per clone is the node's CPU during the storm (the probe's requests included) over the clones completed.", cores, cores),
 		storm,
 		fmt.Sprintf("Probe: one client, separate connections; a REST GET (`/rest/api/1.0/projects/BENCH/repos/big`) every 100 ms and a full clone answered from the cache (the same request seen twice before) every 200 ms, for %s with the node idle, then throughout the storm.", idle),
-		"Rate limiting is off on these nodes (`throttle.rate_limit=false`): one user runs the storm and the probe, and a per-user bucket would refuse the storm instead of queueing it. “Off” is the fixed strategy with 10000 tickets; queue wait and length are the defaults (5 min, 1000).",
+		"Rate limiting is off on these nodes (`throttle.rate_limit=false`): one user runs the storm and the probe, and a per-user bucket would refuse the storm instead of queueing it. “Off” is the fixed strategy with 10000 tickets and no git cgroup; “on” is the default adaptive strategy, whose git cgroup (`throttle.git_cgroup`) sits under the node's capped cgroup. Queue wait and length are the defaults (5 min, 1000).",
 		"The push phase's objects are housekept (`sluice admin repo gc`, node stopped) before this phase, so no repack runs during the capacity or storm runs.",
 	}
 }

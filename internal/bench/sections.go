@@ -2,7 +2,6 @@ package bench
 
 import (
 	"fmt"
-	"math"
 	"slices"
 	"strings"
 	"time"
@@ -306,21 +305,18 @@ type ThrottleCapacity struct {
 	Clones      int64
 }
 
-// Concurrent is how many clones the node's CPU runs at full speed at
-// once: its cores over what one clone keeps busy.
-func (c ThrottleCapacity) Concurrent() float64 {
-	if c.Busy <= 0 {
+// Served is how many clones a second the node's CPU serves at full
+// speed: its cores over the CPU one clone costs; 0 without a measurement.
+func (c ThrottleCapacity) Served() float64 {
+	if c.PerClone <= 0 {
 		return 0
 	}
-	return c.Cores / c.Busy
+	return c.Cores / c.PerClone.Seconds()
 }
 
-// Workers is the storm that offers twice what the CPU can serve (issue
-// 5): twice the clones it runs at once at full speed, rounded up, at
-// least two.
-func (c ThrottleCapacity) Workers() int {
-	return max(2, int(math.Ceil(2*c.Concurrent()-1e-9)))
-}
+// Rate is the storm that offers twice what the CPU can serve (issue 5):
+// arrivals a second, twice Served.
+func (c ThrottleCapacity) Rate() float64 { return 2 * c.Served() }
 
 // ThrottleTarget is the CPU utilisation adaptive throttling holds, and
 // ThrottleBand how far from it a sample may be and count as held
@@ -352,9 +348,9 @@ func ThrottleSection(on, off ThrottleRun) Section {
 	s := Section{
 		Title: "Throttling under a saturating clone storm (issue 5)",
 		Intro: "A storm of uncached clones, first with throttling off, then on, each on a fresh node; a separate probe client measures a REST GET and a cache-hit clone, idle first, then during the storm.",
-		Header: []string{"throttling", "clones", "errors (queue timeouts)", "clones/hour", "CPU per clone", "clone p95", "REST p95 idle → storm", "hit clone p95 idle → storm",
+		Header: []string{"throttling", "offered", "clones", "cut off at the end", "errors (queue timeouts)", "clones/hour", "CPU per clone", "clone p95", "REST p95 idle → storm", "hit clone p95 idle → storm",
 			"CPU mean", "CPU samples in band", "controller's CPU mean", "CFS periods throttled"},
-		Right: []bool{false, true, true, true, true, true, true, true, true, true, true, true},
+		Right: []bool{false, true, true, true, true, true, true, true, true, true, true, true, true, true},
 	}
 	for _, r := range []ThrottleRun{off, on} {
 		rep := r.Storm.Report
@@ -367,7 +363,7 @@ func ThrottleSection(on, off ThrottleRun) Section {
 		if !slices.ContainsFunc(r.Metric, func(v float64) bool { return v > 0 }) {
 			mok = false
 		}
-		s.Rows = append(s.Rows, []string{r.Mode, fmt.Sprint(rep.Ops), fmt.Sprintf("%d (%d)", rep.Errors, r.QueueTimeouts),
+		s.Rows = append(s.Rows, []string{r.Mode, fmt.Sprint(rep.Offered), fmt.Sprint(rep.Ops), fmt.Sprint(rep.CutOff), fmt.Sprintf("%d (%d)", rep.Errors, r.QueueTimeouts),
 			fmt.Sprintf("%.0f", rep.OpsPerHour()), ms3(r.Storm.CPUPerOp()), ms3(rep.Latency.Quantile(0.95)),
 			probeCell(r.IdleREST, r.REST), probeCell(r.IdleHit, r.Hit),
 			fmtValue(mean, ok, "%"), fmtValue(band, ok, "%"), fmtValue(mmean, mok, "%"), fmtValue(r.Throttled, r.HasThrottled, "%")})

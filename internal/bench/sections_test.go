@@ -117,6 +117,7 @@ func TestThrottleSection(t *testing.T) {
 	run := func(mode string, ops int64, util []float64, restStorm time.Duration, errs, timeouts int64) ThrottleRun {
 		m := meas("storm", ops, time.Minute, time.Minute)
 		m.Report.Errors = errs
+		m.Report.Offered, m.Report.CutOff = 3*ops, ops/2
 		return ThrottleRun{Mode: mode, Storm: m, IdleREST: hist(10, 10*time.Millisecond), REST: hist(10, restStorm),
 			IdleHit: hist(10, 50*time.Millisecond), Hit: hist(10, 100*time.Millisecond), Util: util, Metric: util, QueueTimeouts: timeouts}
 	}
@@ -124,8 +125,8 @@ func TestThrottleSection(t *testing.T) {
 	on := run("on", 100, []float64{0.7, 0.8, 0.9}, 25*time.Millisecond, 2, 2)
 	md := ThrottleSection(on, off).Markdown()
 	for _, w := range []string{
-		"| off | 100 | 0 (0) | 6000 | 600 ms |",
-		"| on | 100 | 2 (2) | 6000 | 600 ms |",
+		"| off | 300 | 100 | 50 | 0 (0) | 6000 | 600 ms |",
+		"| on | 300 | 100 | 50 | 2 (2) | 6000 | 600 ms |",
 		"REST GET p95 during the storm ÷ idle: 2.50× (target ≤ 3.00×) — met",
 		"cache-hit clone p95 during the storm ÷ idle: 2.00× (target ≤ 3.00×) — met",
 		"mean 80%, 67% of samples in band (target: mean in band) — met",
@@ -342,22 +343,21 @@ func TestMarkdownSectionsAndLoad(t *testing.T) {
 	}
 }
 
-func TestThrottleCapacityWorkers(t *testing.T) {
+func TestThrottleCapacityRate(t *testing.T) {
 	tests := []struct {
-		cores, busy float64
-		want        int
+		cores    float64
+		perClone time.Duration
+		want     float64
 	}{
-		{1, 0.75, 3}, // 1.33 at once: twice is 2.67
-		{1, 1, 2},    // one clone fills the core
-		{1, 0.5, 4},  // exactly two at once
-		{2, 0.84, 5}, // 2.38 at once
-		{1, 2, 2},    // never fewer than two
-		{1, 0, 2},    // no measurement: the floor
+		{1, 100 * time.Millisecond, 20}, // serves 10 a second
+		{2, 250 * time.Millisecond, 16}, // serves 8
+		{0.5, 50 * time.Millisecond, 20},
+		{1, 0, 0}, // no measurement
 	}
 	for _, tt := range tests {
-		c := ThrottleCapacity{Cores: tt.cores, Busy: tt.busy}
-		if got := c.Workers(); got != tt.want {
-			t.Errorf("cores %g busy %g: workers %d, want %d", tt.cores, tt.busy, got, tt.want)
+		c := ThrottleCapacity{Cores: tt.cores, PerClone: tt.perClone}
+		if got := c.Rate(); !near(got, tt.want) {
+			t.Errorf("cores %g, %v a clone: rate %g, want %g", tt.cores, tt.perClone, got, tt.want)
 		}
 	}
 }
