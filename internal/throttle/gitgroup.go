@@ -10,13 +10,15 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 )
 
 // GitGroup is the cgroup the node's heavy git processes run in: a child,
-// named git-<pid of the node>, of the node's own cgroup in the cgroup v1
-// cpu hierarchy (the pid, so that two nodes sharing a cgroup never drive
-// one group).
+// named git-<pid>-<n> (the node's process, and which of its nodes: tests
+// run several in one process), of the node's own cgroup in the cgroup v1
+// cpu hierarchy, so that two nodes sharing a cgroup never drive one
+// group.
 // It does two things the ticket count cannot:
 //
 //   - Weight. The group's cpu.shares (gitShares) is a quarter of one of the
@@ -64,7 +66,8 @@ func OpenGitGroup(cores float64) (*GitGroup, error) {
 		return nil, fmt.Errorf("git cgroup: cores must be positive, got %v", cores)
 	}
 	removeStaleGroups(node)
-	g := &GitGroup{dir: filepath.Join(node, "git-"+strconv.Itoa(os.Getpid())), cores: cores, share: 1}
+	name := fmt.Sprintf("git-%d-%d", os.Getpid(), groupSeq.Add(1))
+	g := &GitGroup{dir: filepath.Join(node, name), cores: cores, share: 1}
 	if err := os.Mkdir(g.dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
 		return nil, fmt.Errorf("git cgroup: %w", err)
 	}
@@ -81,13 +84,17 @@ func OpenGitGroup(cores float64) (*GitGroup, error) {
 	return g, nil
 }
 
+// groupSeq numbers the groups this process opens.
+var groupSeq atomic.Int64
+
 // removeStaleGroups removes the git groups under node whose node process
 // no longer exists (it crashed before Close). The kernel refuses to remove
 // a group that still has processes, so a live git is never orphaned.
 func removeStaleGroups(node string) {
 	dirs, _ := filepath.Glob(filepath.Join(node, "git-*"))
 	for _, d := range dirs {
-		pid, err := strconv.Atoi(strings.TrimPrefix(filepath.Base(d), "git-"))
+		pidText, _, _ := strings.Cut(strings.TrimPrefix(filepath.Base(d), "git-"), "-")
+		pid, err := strconv.Atoi(pidText)
 		if err != nil || pid == os.Getpid() {
 			continue
 		}

@@ -52,7 +52,7 @@ func readTrim(t *testing.T, path string) string {
 func TestGitGroupWrites(t *testing.T) {
 	node := fakeCgroupTree(t, false)
 	// A crashed node's empty group is removed; a live process's is not.
-	for _, d := range []string{"git-999999999", "git-1"} {
+	for _, d := range []string{"git-999999999-1", "git-1-1"} {
 		if err := os.Mkdir(filepath.Join(node, d), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -61,9 +61,17 @@ func TestGitGroupWrites(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := filepath.Join(node, "git-"+strconv.Itoa(os.Getpid()))
-	if g.Dir() != dir {
-		t.Fatalf("Dir = %s, want %s", g.Dir(), dir)
+	dir := g.Dir()
+	if filepath.Dir(dir) != node || !strings.HasPrefix(filepath.Base(dir), "git-"+strconv.Itoa(os.Getpid())+"-") {
+		t.Fatalf("Dir = %s, want %s/git-%d-N", dir, node, os.Getpid())
+	}
+	// A second node in the same process gets a group of its own.
+	g2, err := OpenGitGroup(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g2.Dir() == dir {
+		t.Fatalf("two nodes share %s", dir)
 	}
 	for file, want := range map[string]string{"cpu.shares": "256", "cpu.cfs_period_us": "100000", "cpu.cfs_quota_us": "-1"} {
 		if got := readTrim(t, filepath.Join(dir, file)); got != want {
@@ -89,10 +97,10 @@ func TestGitGroupWrites(t *testing.T) {
 			t.Errorf("SetShare(%v): quota %q share %v, want %q %v", tt.share, got, g.Share(), tt.quota, tt.wantShare)
 		}
 	}
-	if _, err := os.Stat(filepath.Join(node, "git-999999999")); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(node, "git-999999999-1")); !os.IsNotExist(err) {
 		t.Errorf("stale group of a dead pid not removed: %v", err)
 	}
-	if _, err := os.Stat(filepath.Join(node, "git-1")); err != nil {
+	if _, err := os.Stat(filepath.Join(node, "git-1-1")); err != nil {
 		t.Errorf("group of a live pid removed: %v", err)
 	}
 	if err := g.Add(4242); err != nil {
@@ -148,7 +156,7 @@ func TestGitGroupReal(t *testing.T) {
 		t.Fatal(err)
 	}
 	cg := readTrim(t, "/proc/"+strconv.Itoa(cmd.Process.Pid)+"/cgroup")
-	want := "/" + filepath.Base(parent.Path) + "/git-" + strconv.Itoa(os.Getpid())
+	want := "/" + filepath.Base(parent.Path) + "/" + filepath.Base(g.Dir())
 	if !strings.Contains(cg, "cpu:"+want+"\n") && !strings.HasSuffix(cg, "cpu:"+want) {
 		t.Fatalf("process cgroups %q, want cpu:%s", cg, want)
 	}

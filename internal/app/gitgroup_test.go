@@ -1,0 +1,97 @@
+package app_test
+
+import (
+	"context"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/sluice-scm/sluice/internal/cluster"
+	"github.com/sluice-scm/sluice/internal/config"
+	"github.com/sluice-scm/sluice/internal/gitcmd"
+	"github.com/sluice-scm/sluice/internal/testbed"
+)
+
+// TestGitCgroup: a node in a cgroup of its own runs its heavy git
+// processes in the git group the throttle drives; with the fixed strategy
+// there is none.
+func TestGitCgroup(t *testing.T) {
+	// This test process is the node: move it into a cgroup of its own,
+	// uncapped, for the test's duration.
+	node, err := cluster.NewCPUGroup("test-app-gitgroup-"+strconv.Itoa(os.Getpid()), float64(runtime.NumCPU()))
+	if err != nil || node.Version() != 1 {
+		t.Skipf("no writable cgroup v1 cpu hierarchy here: %v", err)
+	}
+	if err := node.Add(os.Getpid()); err != nil {
+		node.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		root := filepath.Join(filepath.Dir(node.Path), "cgroup.procs")
+		if err := os.WriteFile(root, []byte(strconv.Itoa(os.Getpid())), 0); err != nil {
+			t.Error(err)
+		}
+		if err := node.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+
+	n := testbed.NewNode(t, testbed.NodeOptions{})
+	st := n.App.Throttle.State()
+	if st.Controller == nil || st.Controller.GitCgroup == "" || st.Controller.GitCPUShare != 1 {
+		t.Fatalf("controller state %+v, want a git cgroup at share 1", st.Controller)
+	}
+	group := st.Controller.GitCgroup
+	if filepath.Dir(group) != node.Path {
+		t.Fatalf("git cgroup %s is not under the node's %s", group, node.Path)
+	}
+	if b, err := os.ReadFile(filepath.Join(group, "cpu.shares")); err != nil || strings.TrimSpace(string(b)) != "256" {
+		t.Errorf("cpu.shares %q, %v; want 256", b, err)
+	}
+
+	// A heavy command lands in it while it runs.
+	repo := filepath.Join(t.TempDir(), "r.git")
+	if out, err := exec.Command("git", "init", "--bare", "-q", repo).CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v %s", err, out)
+	}
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close()
+	p, err := n.App.Git.Start(context.Background(), gitcmd.Cmd{Dir: repo, Name: "upload-pack", Flags: []string{"--stateless-rpc"}, Stdin: pr, Stdout: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(p.Pid()) + "/cgroup")
+	pw.Close()
+	p.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := ":/" + filepath.Base(node.Path) + "/" + filepath.Base(group) + "\n"
+	if !strings.Contains(string(b), want) {
+		t.Errorf("upload-pack's cgroups:\n%s\nwant a cpu line ending %q", b, want)
+	}
+
+	// The fixed strategy has no controller to drive a group.
+	fixed := testbed.NewNode(t, testbed.NodeOptions{Configure: func(c *config.Config) { c.Throttle.Strategy = "fixed" }})
+	if st := fixed.App.Throttle.State(); st.Controller != nil {
+		t.Errorf("fixed strategy has a controller: %+v", st.Controller)
+	}
+	entries, _ := os.ReadDir(node.Path)
+	groups := 0
+	for _, e := range entries {
+		if e.IsDir() && strings.HasPrefix(e.Name(), "git-") {
+			groups++
+		}
+	}
+	if groups != 1 {
+		t.Errorf("%d git groups under the node, want the adaptive node's one", groups)
+	}
+}
