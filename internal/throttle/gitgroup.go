@@ -47,8 +47,14 @@ type GitGroup struct {
 // kernel's default of 1024 each.
 const gitShares = 256
 
-// gitPeriod is the CFS period of the group's quota, the kernel's default.
-const gitPeriod = 100_000 // µs
+// gitPeriod is the CFS period of the group's quota: a tenth of the
+// kernel's default, which the node's own cgroup has. Periods that long,
+// not aligned with the node's, would let git spend its quota at the end of
+// one of its periods and again at the start of the next, both inside one
+// of the node's: up to twice its share there, and the node's quota, REST
+// handlers included, runs out. With short periods git's use in any 100 ms
+// stays within a tenth of its share of it.
+const gitPeriod = 10_000 // µs
 
 // minQuota is the smallest CFS quota the kernel accepts.
 const minQuota = 1000 // µs

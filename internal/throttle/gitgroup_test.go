@@ -73,7 +73,7 @@ func TestGitGroupWrites(t *testing.T) {
 	if g2.Dir() == dir {
 		t.Fatalf("two nodes share %s", dir)
 	}
-	for file, want := range map[string]string{"cpu.shares": "256", "cpu.cfs_period_us": "100000", "cpu.cfs_quota_us": "-1"} {
+	for file, want := range map[string]string{"cpu.shares": "256", "cpu.cfs_period_us": "10000", "cpu.cfs_quota_us": "-1"} {
 		if got := readTrim(t, filepath.Join(dir, file)); got != want {
 			t.Errorf("%s = %q, want %q", file, got, want)
 		}
@@ -83,11 +83,11 @@ func TestGitGroupWrites(t *testing.T) {
 		quota     string
 		wantShare float64
 	}{
-		{0.5, "100000", 0.5},   // half of two cores
-		{0.2, "40000", 0.2},    // the controller's floor
+		{0.5, "10000", 0.5},    // half of two cores
+		{0.2, "4000", 0.2},     // the controller's floor
 		{0.001, "1000", 0.001}, // never below the kernel's minimum
 		{1.3, "-1", 1},
-		{0.75, "150000", 0.75},
+		{0.75, "15000", 0.75},
 		{1, "-1", 1},
 	} {
 		if err := g.SetShare(tt.share); err != nil {
@@ -163,8 +163,8 @@ func TestGitGroupReal(t *testing.T) {
 	if err := g.SetShare(0.3); err != nil {
 		t.Fatal(err)
 	}
-	if got := readTrim(t, filepath.Join(g.Dir(), "cpu.cfs_quota_us")); got != "30000" {
-		t.Errorf("quota %s, want 30000", got)
+	if got := readTrim(t, filepath.Join(g.Dir(), "cpu.cfs_quota_us")); got != "3000" {
+		t.Errorf("quota %s, want 3000", got)
 	}
 	if _, _, err := g.Throttled(); err != nil {
 		t.Fatal(err)
