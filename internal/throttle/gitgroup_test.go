@@ -7,8 +7,13 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/sluice-scm/sluice/internal/cluster"
+	"github.com/sluice-scm/sluice/internal/config"
 )
 
 // fakeCgroupTree points detection at a temporary tree in which this
@@ -186,5 +191,64 @@ func TestGitGroupReal(t *testing.T) {
 	}
 	if cg := readTrim(t, "/proc/"+strconv.Itoa(cmd.Process.Pid)+"/cgroup"); !strings.Contains(cg, "cpu:/"+filepath.Base(parent.Path)) {
 		t.Errorf("after Close the process is in %q", cg)
+	}
+}
+
+// TestThrottleDrivesGitGroup: an adaptive throttle given a git group caps
+// it when one ticket alone holds CPU above the band, and says so in its
+// state and metric; the cap comes off when the load does.
+func TestThrottleDrivesGitGroup(t *testing.T) {
+	fakeCgroupTree(t, false)
+	g, err := OpenGitGroup(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cpu := &fakeCPU{}
+	clk := &clock{t: time.Unix(1_700_000_000, 0)}
+	cfg := config.Default().Throttle
+	reg := prometheus.NewRegistry()
+	th := newThrottle(t, cfg, newFakeStore(), Options{Registerer: reg, Now: clk.now, GitGroup: g,
+		Sources: &Sources{CPU: cpu, Cores: 1}})
+	share := func() float64 {
+		t.Helper()
+		v := testutil.ToFloat64(th.m.gitShare)
+		if st := th.State().Controller; st == nil || st.GitCgroup != g.Dir() || st.GitCPUShare != round2(v) {
+			t.Fatalf("controller state %+v, metric %v", st, v)
+		}
+		return v
+	}
+	if n, err := testutil.GatherAndCount(reg, "sluice_throttle_git_cpu_share"); err != nil || n != 1 || share() != 1 {
+		t.Fatalf("git share metric: %d gathered, %v, value %v", n, err, share())
+	}
+	tick := func(util float64) {
+		clk.add(2 * time.Second)
+		cpu.used += time.Duration(util * float64(2*time.Second))
+		th.Tick()
+	}
+	th.Tick() // primes
+	// Two tickets at first (2 per core): the ticket law halves to the
+	// floor of one, then the share takes over.
+	tick(1)
+	if l := th.State().Limit; l != 1 || share() != 1 {
+		t.Fatalf("limit %d share %v, want the ticket floor first", l, share())
+	}
+	tick(1)
+	if s := share(); s != 0.75 {
+		t.Fatalf("share %v, want the target 0.75 on entering", s)
+	}
+	quota := readTrim(t, filepath.Join(g.Dir(), "cpu.cfs_quota_us"))
+	if quota != "7500" {
+		t.Errorf("quota %s, want 7500 (0.75 of one core per 10 ms)", quota)
+	}
+	tick(0.95)
+	if s := share(); s >= 0.75 {
+		t.Errorf("share %v after 95%% cpu, want lower", s)
+	}
+	// The storm ends: the share returns to 1 and the quota is lifted.
+	for range 4 {
+		tick(0.05)
+	}
+	if s := share(); s != 1 || readTrim(t, filepath.Join(g.Dir(), "cpu.cfs_quota_us")) != "-1" {
+		t.Errorf("share %v quota %s after the storm, want uncapped", s, readTrim(t, filepath.Join(g.Dir(), "cpu.cfs_quota_us")))
 	}
 }
