@@ -167,6 +167,9 @@ const memReserve = 256 << 20
 // backstop.
 func (c *controller) tick(now time.Time, avgInUse float64, saturated bool, inUse int, memPerOp int64) controlState {
 	st := controlState{At: now, InUse: avgInUse, Saturated: saturated, CPULimit: c.limit, Limit: c.limit, Reason: reasonHold}
+	if c.cap != nil {
+		st.GitShare = c.cap.Share()
+	}
 	usage, err := c.src.CPU.Usage()
 	if err != nil {
 		// Without a measurement the limit stays where it is: failing

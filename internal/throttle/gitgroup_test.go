@@ -226,6 +226,9 @@ func TestThrottleDrivesGitGroup(t *testing.T) {
 		th.Tick()
 	}
 	th.Tick() // primes
+	if s := share(); s != 1 {
+		t.Fatalf("share %v after the priming tick, want 1", s)
+	}
 	// Two tickets at first (2 per core): the ticket law halves to the
 	// floor of one, then the share takes over.
 	tick(1)
