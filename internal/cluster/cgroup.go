@@ -139,21 +139,41 @@ func (g *CPUGroup) ThrottledTime() (time.Duration, error) {
 	return 0, fmt.Errorf("cgroup: %s not in cpu.stat", key)
 }
 
-// Close moves any process still in the group back to the parent and
-// removes the group. A cgroup directory can only be removed when empty.
+// Close moves any process still in the group, or in a group a node made
+// inside it (its git cgroup, left behind when the node was killed), back
+// to the parent and removes them all. A cgroup directory can only be
+// removed when empty.
 func (g *CPUGroup) Close() error {
 	parent := filepath.Dir(g.Path)
-	pids, err := g.Pids()
+	entries, err := os.ReadDir(g.Path)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return err
+		return fmt.Errorf("cgroup: %w", err)
 	}
-	for _, pid := range pids {
-		// A process that exited meanwhile cannot be moved: ignore ESRCH.
-		_ = os.WriteFile(filepath.Join(parent, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0)
+	for _, e := range entries {
+		if e.IsDir() {
+			child := filepath.Join(g.Path, e.Name())
+			moveProcs(child, parent)
+			if err := os.Remove(child); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("cgroup: remove %s: %w", child, err)
+			}
+		}
 	}
+	moveProcs(g.Path, parent)
 	// rmdir, not RemoveAll: the control files are not removable.
 	if err := os.Remove(g.Path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("cgroup: remove %s: %w", g.Path, err)
 	}
 	return nil
+}
+
+// moveProcs moves the processes of cgroup dir to cgroup to.
+func moveProcs(dir, to string) {
+	b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	if err != nil {
+		return
+	}
+	for _, pid := range strings.Fields(string(b)) {
+		// A process that exited meanwhile cannot be moved: ignore ESRCH.
+		_ = os.WriteFile(filepath.Join(to, "cgroup.procs"), []byte(pid), 0)
+	}
 }

@@ -5,7 +5,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -47,6 +49,43 @@ func TestCPUGroup(t *testing.T) {
 	}
 	if _, err := g.ThrottledTime(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestCPUGroupCloseChildren: a node killed before it removed its git
+// cgroup leaves a child group, with a process in it; Close removes both
+// groups and the process survives in the parent.
+func TestCPUGroupCloseChildren(t *testing.T) {
+	if err := checkWritable(); err != nil {
+		t.Skipf("no writable cgroup cpu hierarchy here: %v", err)
+	}
+	g, err := NewCPUGroup("test-children-"+strconv.Itoa(os.Getpid()), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	child := filepath.Join(g.Path, "git-1-1")
+	if err := os.Mkdir(child, 0o755); err != nil {
+		g.Close()
+		t.Fatal(err)
+	}
+	cmd := exec.Command("sleep", "30")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	if err := os.WriteFile(filepath.Join(child, "cgroup.procs"), []byte(strconv.Itoa(cmd.Process.Pid)), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{child, g.Path} {
+		if _, err := os.Stat(d); !os.IsNotExist(err) {
+			t.Errorf("%s still exists: %v", d, err)
+		}
+	}
+	if err := cmd.Process.Signal(syscall.Signal(0)); err != nil {
+		t.Errorf("the process in the child group is gone: %v", err)
 	}
 }
 
