@@ -2,7 +2,9 @@ package app_test
 
 import (
 	"context"
+	"encoding/json"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -49,6 +51,24 @@ func TestGitCgroup(t *testing.T) {
 	group := st.Controller.GitCgroup
 	if filepath.Dir(group) != node.Path {
 		t.Fatalf("git cgroup %s is not under the node's %s", group, node.Path)
+	}
+	// The admin endpoint shows it.
+	req, _ := http.NewRequest(http.MethodGet, n.URL+"/rest/sluice/1.0/admin/throttle", nil)
+	req.SetBasicAuth("admin", n.AdminPassword)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var state struct {
+		Controller struct {
+			GitCgroup   string  `json:"gitCgroup"`
+			GitCPUShare float64 `json:"gitCpuShare"`
+		} `json:"controller"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&state)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK || state.Controller.GitCgroup != group || state.Controller.GitCPUShare != 1 {
+		t.Errorf("admin throttle state: status %d, %+v, %v", resp.StatusCode, state.Controller, err)
 	}
 	if b, err := os.ReadFile(filepath.Join(group, "cpu.shares")); err != nil || strings.TrimSpace(string(b)) != "256" {
 		t.Errorf("cpu.shares %q, %v; want 256", b, err)
