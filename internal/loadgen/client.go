@@ -21,8 +21,11 @@
 // request. One Client shares one keep-alive connection pool across all
 // workers of a run.
 //
-// Run drives N concurrent workers of one operation for a bounded time and
-// count and reports throughput, errors and a latency histogram.
+// Run drives one operation for a bounded time and count, either from N
+// concurrent workers (a closed loop) or arriving at a fixed rate however
+// slowly the server answers (an open loop, Spec.Rate), optionally cutting
+// off what still runs when the window ends, and reports throughput,
+// errors and a latency histogram.
 package loadgen
 
 import (
