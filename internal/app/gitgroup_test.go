@@ -8,12 +8,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
 
-	"github.com/sluice-scm/sluice/internal/cluster"
 	"github.com/sluice-scm/sluice/internal/config"
 	"github.com/sluice-scm/sluice/internal/gitcmd"
 	"github.com/sluice-scm/sluice/internal/testbed"
@@ -23,25 +21,8 @@ import (
 // processes in the git group the throttle drives; with the fixed strategy
 // there is none.
 func TestGitCgroup(t *testing.T) {
-	// This test process is the node: move it into a cgroup of its own,
-	// uncapped, for the test's duration.
-	node, err := cluster.NewCPUGroup("test-app-gitgroup-"+strconv.Itoa(os.Getpid()), float64(runtime.NumCPU()))
-	if err != nil || node.Version() != 1 {
-		t.Skipf("no writable cgroup v1 cpu hierarchy here: %v", err)
-	}
-	if err := node.Add(os.Getpid()); err != nil {
-		node.Close()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		root := filepath.Join(filepath.Dir(node.Path), "cgroup.procs")
-		if err := os.WriteFile(root, []byte(strconv.Itoa(os.Getpid())), 0); err != nil {
-			t.Error(err)
-		}
-		if err := node.Close(); err != nil {
-			t.Error(err)
-		}
-	})
+	// This test process is the node: it gets a cgroup of its own.
+	nodePath := testbed.OwnCgroup(t, "test-app-gitgroup")
 
 	n := testbed.NewNode(t, testbed.NodeOptions{})
 	st := n.App.Throttle.State()
@@ -49,8 +30,8 @@ func TestGitCgroup(t *testing.T) {
 		t.Fatalf("controller state %+v, want a git cgroup at share 1", st.Controller)
 	}
 	group := st.Controller.GitCgroup
-	if filepath.Dir(group) != node.Path {
-		t.Fatalf("git cgroup %s is not under the node's %s", group, node.Path)
+	if filepath.Dir(group) != nodePath {
+		t.Fatalf("git cgroup %s is not under the node's %s", group, nodePath)
 	}
 	// The admin endpoint shows it.
 	req, _ := http.NewRequest(http.MethodGet, n.URL+"/rest/sluice/1.0/admin/throttle", nil)
@@ -94,7 +75,7 @@ func TestGitCgroup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := ":/" + filepath.Base(node.Path) + "/" + filepath.Base(group) + "\n"
+	want := ":/" + filepath.Base(nodePath) + "/" + filepath.Base(group) + "\n"
 	if !strings.Contains(string(b), want) {
 		t.Errorf("upload-pack's cgroups:\n%s\nwant a cpu line ending %q", b, want)
 	}
@@ -104,7 +85,7 @@ func TestGitCgroup(t *testing.T) {
 	if st := fixed.App.Throttle.State(); st.Controller != nil {
 		t.Errorf("fixed strategy has a controller: %+v", st.Controller)
 	}
-	entries, _ := os.ReadDir(node.Path)
+	entries, _ := os.ReadDir(nodePath)
 	groups := 0
 	for _, e := range entries {
 		if e.IsDir() && strings.HasPrefix(e.Name(), "git-") {

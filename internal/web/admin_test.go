@@ -119,3 +119,21 @@ func recentNames(body string) []string {
 }
 
 func equal(a, b []string) bool { return strings.Join(a, ",") == strings.Join(b, ",") }
+
+// TestAdminShowsGitCgroup: a node in a cgroup of its own shows its git
+// cgroup in the throttling panel.
+func TestAdminShowsGitCgroup(t *testing.T) {
+	testbed.OwnCgroup(t, "test-web-gitgroup")
+	n := newNode(t)
+	st := n.App.Throttle.State().Controller
+	if st == nil || st.GitCgroup == "" {
+		t.Fatalf("node has no git cgroup: %+v", st)
+	}
+	admin := newBrowser(t, n.URL)
+	admin.login("admin", n.AdminPassword)
+	p := admin.get("/admin")
+	want := "<dt>Git cgroup</dt><dd><code>" + html.EscapeString(st.GitCgroup) + "</code>: not capped</dd>"
+	if th := section(t, p.body, "ad-throttle"); !strings.Contains(th, want) {
+		t.Errorf("throttling panel lacks %q:\n%s", want, th)
+	}
+}
