@@ -14,12 +14,11 @@ import (
 	"syscall"
 )
 
-// GitGroup is the cgroup the node's heavy git processes run in: a child,
-// named git-<pid>-<n> (the node's process, and which of its nodes: tests
-// run several in one process), of the node's own cgroup in the cgroup v1
-// cpu hierarchy, so that two nodes sharing a cgroup never drive one
-// group.
-// It does two things the ticket count cannot:
+// GitGroup is the cgroup the node's heavy git processes run in: a child of
+// the node's own cgroup in the cgroup v1 cpu hierarchy, named
+// git-<pid>-<n> (the node's process, and which of its nodes: tests run
+// several in one process) so that two nodes sharing a cgroup never drive
+// one group. It does two things the ticket count cannot:
 //
 //   - Weight. The group's cpu.shares (gitShares) is a quarter of one of the
 //     node's own threads, so when git and the node's request handlers want
@@ -52,17 +51,18 @@ const gitShares = 256
 // not aligned with the node's, would let git spend its quota at the end of
 // one of its periods and again at the start of the next, both inside one
 // of the node's: up to twice its share there, and the node's quota, REST
-// handlers included, runs out. With short periods git's use in any 100 ms
-// stays within a tenth of its share of it.
+// handlers included, runs out. With 10 ms periods git's use in any 100 ms
+// exceeds its share by at most one period's quota, a tenth.
 const gitPeriod = 10_000 // µs
 
 // minQuota is the smallest CFS quota the kernel accepts.
 const minQuota = 1000 // µs
 
 // OpenGitGroup creates the git group under the node's own v1 cpu cgroup,
-// uncapped, and removes the empty groups of nodes that are gone. cores is what a share of 1 means:
-// the node's core count (throttle.cores, or its cgroup's quota). It fails
-// when the node has no cgroup of its own there or cannot write to it.
+// uncapped, and removes the empty groups of nodes that are gone. cores is
+// what a share of 1 means: the node's core count (throttle.cores, or its
+// cgroup's quota). It fails when the node has no cgroup of its own there
+// or cannot write to it.
 func OpenGitGroup(cores float64) (*GitGroup, error) {
 	node := v1CPUDir()
 	if node == "" {
@@ -149,32 +149,6 @@ func (g *GitGroup) SetShare(share float64) error {
 	}
 	g.share = share
 	return nil
-}
-
-// Throttled reads the group's CFS statistics: periods in which it ran and
-// those in which it used up its quota.
-func (g *GitGroup) Throttled() (periods, throttled int64, err error) {
-	b, err := os.ReadFile(filepath.Join(g.dir, "cpu.stat"))
-	if err != nil {
-		return 0, 0, err
-	}
-	for line := range strings.SplitSeq(string(b), "\n") {
-		k, v, ok := strings.Cut(line, " ")
-		if !ok {
-			continue
-		}
-		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-		if err != nil {
-			continue
-		}
-		switch k {
-		case "nr_periods":
-			periods = n
-		case "nr_throttled":
-			throttled = n
-		}
-	}
-	return periods, throttled, nil
 }
 
 // Close lifts the cap, moves any process still in the group back to the
