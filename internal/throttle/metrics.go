@@ -11,7 +11,8 @@ type metrics struct {
 	rejections *prometheus.CounterVec
 	limited    *prometheus.CounterVec
 	cpu        prometheus.Gauge
-	gitShare   prometheus.Gauge
+	// gitShare reads the git group's share when scraped; nil without one.
+	gitShare prometheus.GaugeFunc
 }
 
 // newMetrics registers the throttle's metrics on reg (nil: unregistered).
@@ -37,10 +38,12 @@ func newMetrics(reg prometheus.Registerer, t *Throttle) (*metrics, error) {
 			Name: "sluice_throttle_cpu_utilization_ratio",
 			Help: "CPU utilisation the adaptive controller measured over its last interval (0..1 of its cores).",
 		}),
-		gitShare: prometheus.NewGauge(prometheus.GaugeOpts{
+	}
+	if t.ctrl != nil && t.ctrl.cap != nil {
+		m.gitShare = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "sluice_throttle_git_cpu_share",
 			Help: "CPU cap of the git cgroup as a share of the node's cores (1: uncapped; absent without a git cgroup).",
-		}),
+		}, t.ctrl.cap.Share)
 	}
 	for _, r := range []string{"queue_full", "queue_timeout"} {
 		m.rejections.WithLabelValues(r)
@@ -51,8 +54,7 @@ func newMetrics(reg prometheus.Registerer, t *Throttle) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	if t.ctrl != nil && t.ctrl.cap != nil {
-		m.gitShare.Set(1)
+	if m.gitShare != nil {
 		if err := reg.Register(m.gitShare); err != nil {
 			return nil, fmt.Errorf("register throttle metrics: %w", err)
 		}

@@ -403,9 +403,6 @@ func (t *Throttle) Tick() {
 	t.ctrlState = st
 	t.mu.Unlock()
 	t.m.cpu.Set(st.Util)
-	if t.ctrl.cap != nil {
-		t.m.gitShare.Set(st.GitShare)
-	}
 }
 
 func round2(f float64) float64 { return math.Round(f*100) / 100 }
