@@ -30,7 +30,10 @@
 //   - every process runs in its own process group, is bounded by
 //     Config.Timeout and its context, and on cancellation gets SIGTERM and,
 //     after a grace period, SIGKILL for the whole group, so a pack-objects
-//     child of upload-pack dies with its parent.
+//     child of upload-pack dies with its parent. The heavy commands (those
+//     that serve clones and pushes, and housekeeping's) run at Config.Nice
+//     and are handed to Config.Confine as they start, which the throttle
+//     uses to move them into its git cgroup.
 //
 // Every started process is counted in sluice_git_processes_started_total
 // {command}; tests use that counter to prove that a pack-cache hit starts no
