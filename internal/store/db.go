@@ -52,6 +52,10 @@ type DB struct {
 	dialect string
 	logger  *slog.Logger
 	stmts   *stmtCache // nil on PostgreSQL
+	// suspectAt is when connections were last found possibly dead (unix
+	// ns; PostgreSQL only): a pooled connection last used before it is
+	// pinged before its next use.
+	suspectAt atomic.Int64
 }
 
 var _ Store = (*DB)(nil)
@@ -172,9 +176,33 @@ func openPostgres(ctx context.Context, rawURL string, o options) (*DB, error) {
 	if err != nil {
 		return nil, problem.Wrap(problem.Unavailable, err, "database unavailable")
 	}
-	db := stdlib.OpenDBFromPool(pool)
-	db.SetMaxOpenConns(o.maxOpenConns)
-	return &DB{db: db, pool: pool, dialect: "postgres"}, nil
+	d := &DB{pool: pool, dialect: "postgres"}
+	d.db = stdlib.OpenDBFromPool(pool, stdlib.OptionShouldPing(d.shouldPing))
+	d.db.SetMaxOpenConns(o.maxOpenConns)
+	return d, nil
+}
+
+// shouldPing decides whether a pooled connection is pinged before reuse:
+// after a second idle (pgx's default), or when it was last used before
+// ConnectionsSuspect. A connection that fails the ping is replaced, and
+// database/sql retries the query on another, so the request never sees it.
+func (d *DB) shouldPing(_ context.Context, p stdlib.ShouldPingParams) bool {
+	return p.IdleDuration > time.Second || time.Duration(time.Now().UnixNano()-d.suspectAt.Load()) < p.IdleDuration
+}
+
+// ConnectionsSuspect says that the pooled connections may be dead: the
+// server restarted, or terminated them. Idle ones are closed and each one
+// in use is pinged before its next use. Without it, every connection the
+// server terminated fails one request with "database unavailable" after
+// the server is back. The event bus calls it when its own connection
+// drops, and fail when a query meets connection trouble. A no-op on
+// SQLite.
+func (d *DB) ConnectionsSuspect() {
+	if d.pool == nil {
+		return
+	}
+	d.suspectAt.Store(time.Now().UnixNano())
+	d.pool.Reset()
 }
 
 // SQL is the underlying database/sql handle (River's SQLite driver uses it).

@@ -86,6 +86,7 @@ func (d *DB) fail(err error, op string) error {
 		return err
 	}
 	if isUnavailable(err) {
+		d.ConnectionsSuspect()
 		return problem.Wrap(problem.Unavailable, fmt.Errorf("%s: %w", op, err), "database unavailable")
 	}
 	return fmt.Errorf("%s: %w", op, err)

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/sluice-scm/sluice/internal/problem"
 	"github.com/sluice-scm/sluice/internal/store"
@@ -222,8 +223,8 @@ func TestPostgresSessionLoss(t *testing.T) {
 		"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"); err != nil {
 		t.Fatal(err)
 	}
-	// Each dead pooled session may fail one query (unless the pool's
-	// health check finds it first); the pool holds a few at most.
+	// The first query on a dead session fails; that failure marks every
+	// pooled session suspect, so the next query finds a live one.
 	for i := 0; ; i++ {
 		_, err := db.UserByName(ctx, "x")
 		k := problem.KindOf(err)
@@ -233,8 +234,49 @@ func TestPostgresSessionLoss(t *testing.T) {
 		if k != problem.Unavailable {
 			t.Fatalf("after session loss: %v (%v), want Unavailable", k, err)
 		}
-		if i == 10 {
-			t.Fatalf("store did not recover: %v", err)
+		if i == 1 {
+			t.Fatalf("a second query failed after session loss: %v", err)
+		}
+	}
+}
+
+// TestPostgresConnectionsSuspect: told that its sessions may be dead (the
+// event bus saw the server drop its own), the store pings each before its
+// next use, and no request fails once the server is back.
+func TestPostgresConnectionsSuspect(t *testing.T) {
+	t.Parallel()
+	url := pgtest.URL(t)
+	ctx := context.Background()
+	db, err := store.Open(ctx, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	// Several sessions in the pool, all used within the last second.
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			tx, err := db.SQL().BeginTx(ctx, nil)
+			if err == nil {
+				time.Sleep(50 * time.Millisecond)
+				tx.Rollback()
+			}
+		})
+	}
+	wg.Wait()
+	admin, err := store.Open(ctx, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	if _, err := admin.SQL().ExecContext(ctx,
+		"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"); err != nil {
+		t.Fatal(err)
+	}
+	db.ConnectionsSuspect()
+	for i := range 8 {
+		if _, err := db.UserByName(ctx, "x"); problem.KindOf(err) != problem.NotFound {
+			t.Fatalf("query %d after the sessions were marked suspect: %v", i, err)
 		}
 	}
 }
