@@ -102,6 +102,10 @@ func (a *App) newCluster() error {
 			a.Throttle.Reload(ctx)
 		}
 	})
+	// PostgreSQL ends every session of a node when it restarts or fails
+	// over; the bus hears it first, and the store then checks each pooled
+	// session before reusing it instead of failing a request on each.
+	cl.bus.OnLost(a.DB.ConnectionsSuspect)
 	cl.bus.OnResync(func() {
 		if a.Throttle != nil {
 			// Settings events may have been missed too.

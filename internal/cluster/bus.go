@@ -21,6 +21,10 @@ type Bus interface {
 	// OnResync registers fn to run whenever events may have been lost
 	// (after the bus reconnected); fn drops what it cannot trust.
 	OnResync(fn func())
+	// OnLost registers fn to run when the bus's own connection to the
+	// database drops: the database probably dropped the node's other
+	// sessions at the same moment (a restart, a failover).
+	OnLost(fn func())
 }
 
 // MaxPayload bounds an event's payload. PostgreSQL's NOTIFY takes under
@@ -45,6 +49,7 @@ type subscribers struct {
 	mu       sync.Mutex
 	byTopic  map[string][]func([]byte)
 	resync   []func()
+	lost     []func()
 	logger   *slog.Logger
 	received *prometheus.CounterVec
 }
@@ -98,12 +103,23 @@ func (s *subscribers) addResync(fn func()) {
 	s.mu.Unlock()
 }
 
-func (s *subscribers) resynced() {
+func (s *subscribers) resynced() { s.run("resync", &s.resync) }
+
+func (s *subscribers) addLost(fn func()) {
 	s.mu.Lock()
-	fns := slices.Clone(s.resync)
+	s.lost = append(s.lost, fn)
 	s.mu.Unlock()
-	for _, fn := range fns {
-		s.safely("resync", fn)
+}
+
+func (s *subscribers) connectionLost() { s.run("lost", &s.lost) }
+
+// run calls the callbacks in *fns, each safely.
+func (s *subscribers) run(what string, fns *[]func()) {
+	s.mu.Lock()
+	list := slices.Clone(*fns)
+	s.mu.Unlock()
+	for _, fn := range list {
+		s.safely(what, fn)
 	}
 }
 
@@ -153,3 +169,7 @@ func (b *LocalBus) Subscribe(topic string, fn func(payload []byte)) { b.subs.add
 // OnResync registers fn; an in-process bus never loses events, so fn is
 // never called.
 func (b *LocalBus) OnResync(fn func()) { b.subs.addResync(fn) }
+
+// OnLost registers fn; an in-process bus has no connection to lose, so fn
+// is never called.
+func (b *LocalBus) OnLost(fn func()) { b.subs.addLost(fn) }

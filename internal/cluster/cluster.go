@@ -31,8 +31,10 @@
 // cache keys on the refs generation read from the database). NOTIFY is not
 // durable, so a node whose listening connection broke may have missed
 // events; after every reconnect the bus calls its OnResync callbacks and
-// consumers drop what they cannot trust. Publishers also receive their own
-// events.
+// consumers drop what they cannot trust. When its connection drops it calls
+// the OnLost callbacks first: PostgreSQL ends every session of a node at
+// once (a restart, a failover), and the app has the store check its pooled
+// sessions before reusing them. Publishers also receive their own events.
 //
 // # SQLite guard
 //

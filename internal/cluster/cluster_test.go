@@ -264,8 +264,9 @@ func TestPGBus(t *testing.T) {
 	refs1, refs2, settings2 := newRecorder(), newRecorder(), newRecorder()
 	b1.Subscribe(TopicRefs, refs1.fn)
 	b2.Subscribe(TopicRefs, refs2.fn)
-	resynced := make(chan struct{}, 10)
+	resynced, lost := make(chan struct{}, 10), make(chan struct{}, 10)
 	b2.OnResync(func() { resynced <- struct{}{} })
+	b2.OnLost(func() { lost <- struct{}{} })
 	for _, b := range []*PGBus{b1, b2} {
 		if err := b.Start(ctx); err != nil {
 			t.Fatal(err)
@@ -293,11 +294,21 @@ func TestPGBus(t *testing.T) {
 		return len(settings2.got) > 0
 	})
 
-	// Kill b2's listening session: it reconnects by itself, calls the
-	// resync callbacks, and receives events again.
+	select {
+	case <-lost:
+		t.Fatal("lost callback before any connection was lost")
+	default:
+	}
+	// Kill b2's listening session: it calls the lost callbacks, reconnects
+	// by itself, calls the resync callbacks, and receives events again.
 	if _, err := db1.Pgx().Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
 		WHERE datname = current_database() AND query LIKE 'LISTEN%' AND pid <> pg_backend_pid()`); err != nil {
 		t.Fatal(err)
+	}
+	select {
+	case <-lost:
+	case <-ctx.Done():
+		t.Fatal("no lost callback after the listener's session was killed")
 	}
 	select {
 	case <-resynced:

@@ -127,6 +127,10 @@ func (b *PGBus) Subscribe(topic string, fn func(payload []byte)) {
 // OnResync registers fn to run after the listener reconnected.
 func (b *PGBus) OnResync(fn func()) { b.subs.addResync(fn) }
 
+// OnLost registers fn to run each time the listener's connection drops,
+// before it reconnects.
+func (b *PGBus) OnLost(fn func()) { b.subs.addLost(fn) }
+
 // Connected reports whether the listening connection is up.
 func (b *PGBus) Connected() bool { return b.connected.Load() }
 
@@ -220,6 +224,7 @@ func (b *PGBus) run(ctx context.Context) {
 			return
 		}
 		b.logger.Warn("event bus connection lost; reconnecting", "err", err)
+		b.subs.connectionLost()
 		failing = true
 	}
 }
