@@ -202,6 +202,22 @@ func TestMigrationParity(t *testing.T) {
 	}
 }
 
+// terminateSessions has the server end every session of url's database
+// but the one asking, as a restart or failover would.
+func terminateSessions(t *testing.T, url string) {
+	t.Helper()
+	ctx := context.Background()
+	admin, err := store.Open(ctx, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	if _, err := admin.SQL().ExecContext(ctx,
+		"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestPostgresSessionLoss: when the server drops the store's sessions (a
 // failover, an admin), what fails is reported Unavailable, never Internal,
 // and the store recovers by itself.
@@ -214,15 +230,7 @@ func TestPostgresSessionLoss(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	admin, err := store.Open(ctx, url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
-	if _, err := admin.SQL().ExecContext(ctx,
-		"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"); err != nil {
-		t.Fatal(err)
-	}
+	terminateSessions(t, url)
 	// The first query on a dead session fails; that failure marks every
 	// pooled session suspect, so the next query finds a live one.
 	for i := 0; ; i++ {
@@ -264,15 +272,7 @@ func TestPostgresConnectionsSuspect(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	admin, err := store.Open(ctx, url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
-	if _, err := admin.SQL().ExecContext(ctx,
-		"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"); err != nil {
-		t.Fatal(err)
-	}
+	terminateSessions(t, url)
 	db.ConnectionsSuspect()
 	for i := range 8 {
 		if _, err := db.UserByName(ctx, "x"); problem.KindOf(err) != problem.NotFound {
