@@ -25,14 +25,43 @@ import (
 //     because the fork's packs lack the objects it borrows (git says "doesn't
 //     have full closure").
 //
+//   - Forks are not repacked geometrically. In git before 2.41.0, repack
+//     --geometric ignores -l when it lays out the progression: the parent's
+//     packs, seen through objects/info/alternates, join the fork's. The
+//     largest of them (the parent's) becomes the --preferred-pack of the
+//     fork's multi-pack-index and is listed in its --stdin-packs, though a
+//     multi-pack-index only covers local packs ("warning: unknown preferred
+//     pack"). When the fork has no pack of its own after the repack (a
+//     fresh fork, whose objects are all borrowed) the list holds no local
+//     pack at all; multi-pack-index write, having found no preferred pack,
+//     keeps its default preferred index 0 and reads entry 0 of a pack array
+//     it allocated but never filled. Depending on that garbage it dies of
+//     signal 11 (what `sluice admin repo gc` reported) or fails with "no
+//     pack files to index"; either way forks were never housekept. The same layout also hands parent packs to
+//     pack-objects --stdin-packs, which git 2.39 can refuse when a pack is
+//     listed twice. All of this is fixed by git 2.41.0 (topic
+//     ps/fix-geom-repack-with-alternates, commits ceb96a160b "midx: fix
+//     segfault with no packs and invalid preferred pack" and 932c16c04b
+//     "repack: honor -l when calculating pack geometry"). Until Sluice
+//     requires git 2.41, a fork gets an all-into-one local repack (repack
+//     -a -d -l -k --write-midx, no bitmap): no parent pack takes part, -l
+//     leaves borrowed objects out, -k keeps the fork's unreachable objects
+//     (nothing is deleted, see below). It rewrites only the fork's own
+//     objects, which are few, but it walks the fork's history, borrowed
+//     commits included.
+//
 //   - No object is ever deleted. Any repository may be a fork parent whose
 //     objects its forks borrow through alternates, and an object unreachable
 //     from the parent's refs (a deleted branch) may still be reachable from a
 //     fork's. A geometric repack rolls up whole packs (pack-objects
 //     --stdin-packs) and every loose object, reachable or not, and -d only
 //     removes packs and loose copies whose objects were rewritten into the
-//     new pack. We never run prune, gc, or repack -a/-A with deletion.
-//     Unreachable objects therefore accumulate; reclaiming them needs a
+//     new pack. A fork's repack -a -d -k appends its unreachable objects to
+//     the new pack (loose ones join on the next run, once an old pack
+//     exists) and leaves out only the copies of objects its parent holds,
+//     which it still reads through the alternate. We never run prune, gc,
+//     or repack -a/-A without -k. Unreachable objects therefore
+//     accumulate; reclaiming them needs a
 //     reachability walk across the whole fork network, which this package
 //     does not do.
 //
@@ -112,8 +141,14 @@ func (m *Manager) housekeep(ctx context.Context, id int64) (HousekeepStats, erro
 		return st, fmt.Errorf("remove stale temporary packs: %w", err)
 	}
 
-	// -l keeps a fork's repack from copying the objects it borrows.
+	// -l keeps a fork's repack from copying the objects it borrows. A fork
+	// is repacked all into one, not geometrically: see the package comment
+	// for git 2.39's crash. -k: -a -d would otherwise drop the fork's
+	// unreachable objects.
 	repack := []string{"-d", "-l", "-q", "--geometric=2", "--write-midx"}
+	if st.Fork {
+		repack = []string{"-a", "-d", "-l", "-k", "-q", "--write-midx"}
+	}
 	if !st.Fork {
 		err := m.git.Run(ctx, gitcmd.Cmd{Dir: dir, Name: "repack", Flags: append(repack, "--write-bitmap-index")})
 		if err == nil {

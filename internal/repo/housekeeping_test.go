@@ -2,6 +2,7 @@ package repo
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -238,4 +239,119 @@ func TestHousekeepStaleFiles(t *testing.T) {
 		t.Errorf("stats = %+v, want 6 locks, 2 quarantines, 1 temporary pack", st)
 	}
 	fsck(t, dir)
+}
+
+// TestHousekeepForkOfMidxParent is issue 14's fork housekeeping: a fork of
+// a parent with a multi-pack-index and bitmap used to end in
+// "multi-pack-index died of signal 11" (git 2.39 counts the parent's packs
+// into the fork's geometric repack; see housekeeping.go). The fork must get
+// repacked, stay cloneable, keep its unreachable objects, and leave the
+// parent untouched.
+func TestHousekeepForkOfMidxParent(t *testing.T) {
+	ctx := context.Background()
+	m := newManager(t)
+	w, h := seed(t, m, 1)
+	if st, err := m.HousekeepWithStats(ctx, 1); err != nil || !st.Bitmap {
+		t.Fatalf("parent housekeeping = %+v, %v", st, err)
+	}
+	parent := m.Path(1)
+	if !globOne(t, filepath.Join(parent, "objects/pack/multi-pack-index-*.bitmap")) {
+		t.Fatal("parent has no multi-pack bitmap")
+	}
+	if err := m.Fork(ctx, 1, 2); err != nil {
+		t.Fatal(err)
+	}
+	fork := m.Path(2)
+	parentPacks := packDirState(t, parent)
+
+	// A fresh fork owns no object at all: the case that crashed.
+	st, err := m.HousekeepWithStats(ctx, 2)
+	if err != nil {
+		t.Fatalf("housekeeping a fresh fork: %v", err)
+	}
+	if !st.Fork || st.Bitmap {
+		t.Errorf("fork stats = %+v", st)
+	}
+	fsck(t, fork)
+
+	// Two pushes kept as packs (unpackLimit 1) and one object no ref
+	// reaches: the fork now has something to repack.
+	w.write("fork-1.txt", "one\n")
+	w.commit("fork one")
+	w.git("push", "-q", "--receive-pack=git -c receive.unpackLimit=1 receive-pack", fork, "main")
+	w.write("fork-2.txt", "two\n")
+	tip := w.commit("fork two")
+	w.git("push", "-q", "--receive-pack=git -c receive.unpackLimit=1 receive-pack", fork, "main")
+	stray := filepath.Join(t.TempDir(), "stray")
+	if err := os.WriteFile(stray, []byte("reached by no ref\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	unreachable := bareGit(t, fork, "hash-object", "-w", stray)
+	if n := len(localPacks(t, fork)); n != 2 {
+		t.Fatalf("fork has %d packs before housekeeping, want 2", n)
+	}
+
+	for range 2 {
+		if _, err := m.HousekeepWithStats(ctx, 2); err != nil {
+			t.Fatalf("housekeeping the fork: %v", err)
+		}
+	}
+	fsck(t, fork)
+	if n := len(localPacks(t, fork)); n != 1 {
+		t.Errorf("fork has %d packs after housekeeping, want 1", n)
+	}
+	out := bareGit(t, fork, "count-objects", "-v")
+	// The two pushed commits with their trees and blobs (2×3) plus the
+	// unreachable blob; nothing borrowed from the parent was copied.
+	if !strings.Contains(out, "count: 0\n") || !strings.Contains(out, "in-pack: 7\n") {
+		t.Errorf("fork objects after housekeeping:\n%s", out)
+	}
+	if got := bareGit(t, fork, "cat-file", "-t", unreachable); got != "blob" {
+		t.Errorf("unreachable object in the fork: %q", got)
+	}
+
+	// A clone from the fork still gets the whole history.
+	clone := filepath.Join(t.TempDir(), "clone")
+	w.git("clone", "-q", "--no-local", fork, clone)
+	if got := bareGit(t, filepath.Join(clone, ".git"), "rev-parse", "HEAD"); got != tip {
+		t.Errorf("clone HEAD = %s, want %s", got, tip)
+	}
+	if n := bareGit(t, filepath.Join(clone, ".git"), "rev-list", "--count", "HEAD"); n != "5" {
+		t.Errorf("clone has %s commits, want 5", n)
+	}
+	bareGit(t, filepath.Join(clone, ".git"), "cat-file", "-e", h.c1)
+
+	// The parent is unaffected: the same pack files, still consistent.
+	if got := packDirState(t, parent); got != parentPacks {
+		t.Errorf("parent's pack directory changed:\nbefore:\n%s\nafter:\n%s", parentPacks, got)
+	}
+	fsck(t, parent)
+}
+
+// packDirState lists dir's pack directory with sizes and modification
+// times, to tell whether anything there was rewritten.
+func packDirState(t *testing.T, dir string) string {
+	t.Helper()
+	entries, err := os.ReadDir(filepath.Join(dir, "objects", "pack"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, e := range entries {
+		fi, err := e.Info()
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&b, "%s %d %d\n", e.Name(), fi.Size(), fi.ModTime().UnixNano())
+	}
+	return b.String()
+}
+
+func localPacks(t *testing.T, dir string) []string {
+	t.Helper()
+	packs, err := filepath.Glob(filepath.Join(dir, "objects", "pack", "pack-*.pack"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return packs
 }

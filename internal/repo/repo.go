@@ -22,7 +22,11 @@
 // config), and the read helpers check reachability from the fork's own refs
 // (IsReachable) before serving an object named by SHA. Because forks borrow
 // objects, housekeeping never deletes an object from any repository (see
-// housekeeping.go).
+// housekeeping.go). Forks are repacked all into one rather than
+// geometrically: git before 2.41.0 counts the parent's packs into a fork's
+// geometric progression and its multi-pack-index write then crashes
+// ("multi-pack-index died of signal 11") when the fork has no pack of its
+// own; housekeeping.go has the details.
 //
 // Every git process is started through gitcmd; user-supplied values are
 // validated here (ref names, revisions, paths, archive prefixes) and passed
@@ -42,6 +46,7 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/sluice-scm/sluice/internal/gitcmd"
 	"github.com/sluice-scm/sluice/internal/problem"
@@ -54,6 +59,10 @@ type Manager struct {
 	git     *gitcmd.Runner
 	logger  *slog.Logger
 	hookEnv func(repoID int64) (env []string, done func())
+
+	// See wants.go.
+	wantTimeout time.Duration
+	onWantCheck func(outcome string)
 }
 
 // SetHookEnv gives the Manager the environment that ties a git command to
