@@ -34,6 +34,11 @@ type Cmd struct {
 	// Env may carry only GIT_PROTOCOL, SLUICE_HOOK_*, the quarantine
 	// variables and commit identity; anything else is an error.
 	Env []string
+	// Unbounded exempts an interactive command from the read bounds: the
+	// checks a push runs over its quarantined objects keep the push's own
+	// limits, since an initial push of a big repository legitimately walks
+	// more than a page view may.
+	Unbounded bool
 
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer

@@ -35,6 +35,31 @@
 //     and are handed to Config.Confine as they start, which the throttle
 //     uses to move them into its git cgroup.
 //
+//   - the interactive commands (see bounded: what browse, diff, blame,
+//     archive, merges, pull request diffs and the diff precompute job run)
+//     are bounded where a hostile repository could make them unbounded: a
+//     wall clock (Config.ReadTimeout, far below the clone timeout), an
+//     address-space limit (Config.ReadMemoryLimit, RLIMIT_AS) with git's
+//     pack windows and delta cache sized below it, and
+//     core.bigFileThreshold (Config.MaxDiffBlobSize), which makes git show
+//     a bigger blob as binary instead of loading it into a diff. Running
+//     out of either bound is a problem.TooLarge naming the setting, so a
+//     caller answers 413 with the reason, never 500. The limit works
+//     without cgroups: the process is started as /bin/sh running
+//     `ulimit -v N; exec git …`, so the limit is in force before git's
+//     first instruction and the shell is replaced by git (same pid, same
+//     process group, git's exit status). That costs one small exec (about
+//     a millisecond) per command. The alternatives were worse: Go's os/exec
+//     cannot set rlimits between fork and exec; prlimit(2) on the child
+//     after Start races git's own start-up (a busy node can deschedule the
+//     parent for longer than git takes to map a pack and inflate a blob,
+//     and the limit must hold from the first allocation to be a bound at
+//     all); util-linux's prlimit binary is the same idea with one more
+//     dependency and its own option parsing in front of git's argv; and a
+//     re-exec of the sluice binary costs a Go runtime start-up per command.
+//     Clones and pushes keep Config.Timeout and no memory bound: their cost
+//     grows with the repository by design, and the throttle bounds them.
+//
 // Every started process is counted in sluice_git_processes_started_total
 // {command}; tests use that counter to prove that a pack-cache hit starts no
 // git at all.
@@ -98,6 +123,14 @@ type Config struct {
 	// and CPU cap it and its children (pack-objects) then share. An
 	// error is logged and the command runs where it is.
 	Confine func(pid int) error
+	// ReadMemoryLimit is the address-space limit (RLIMIT_AS, bytes) of the
+	// interactive commands (see bounded); zero means none.
+	ReadMemoryLimit int64
+	// ReadTimeout bounds each interactive command; zero means Timeout.
+	ReadTimeout time.Duration
+	// MaxDiffBlobSize becomes core.bigFileThreshold for the interactive
+	// commands: bigger blobs are not diffed; zero leaves git's default.
+	MaxDiffBlobSize int64
 }
 
 // niced lists the commands Config.Nice applies to: the ones whose CPU
@@ -134,8 +167,11 @@ type Runner struct {
 	nice     int
 	confine  func(pid int) error
 	preArgs  []string // -c settings before the subcommand (PackThreads)
-	baseEnv  []string
-	logger   *slog.Logger
+	read     readBounds
+	// maxDiffBlob is Config.MaxDiffBlobSize.
+	maxDiffBlob int64
+	baseEnv     []string
+	logger      *slog.Logger
 
 	started  *prometheus.CounterVec
 	running  prometheus.Gauge
@@ -182,6 +218,8 @@ func New(cfg Config, reg prometheus.Registerer, logger *slog.Logger) (*Runner, e
 		logger:      logger.With("component", "gitcmd"),
 		catfiles:    map[string][]*CatFile{},
 		catfileIdle: catfileIdle,
+		read:        newReadBounds(cfg),
+		maxDiffBlob: max(cfg.MaxDiffBlobSize, 0),
 	}
 	if cfg.PackThreads > 0 {
 		r.preArgs = []string{"-c", "pack.threads=" + strconv.Itoa(cfg.PackThreads)}

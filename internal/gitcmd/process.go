@@ -60,12 +60,15 @@ func ExitCode(err error) int {
 // Process is a started git process. Wait must be called exactly once to
 // release its resources.
 type Process struct {
-	r      *Runner
-	name   string
-	cmd    *exec.Cmd
-	ctx    context.Context
-	cancel context.CancelFunc
-	start  time.Time
+	r    *Runner
+	name string
+	// bounded: the process runs under the read bounds, and running out of
+	// them is reported as a TooLarge problem.
+	bounded bool
+	cmd     *exec.Cmd
+	ctx     context.Context
+	cancel  context.CancelFunc
+	start   time.Time
 
 	stdinW  *os.File       // our end of the stdin pipe, closed after exit
 	copies  sync.WaitGroup // stdout and stderr copiers
@@ -115,7 +118,11 @@ func (r *Runner) OutputLimit(ctx context.Context, c Cmd, limit int64) ([]byte, e
 // would then block Wait until the client hung up), so the reader may still
 // be read until it returns after Wait.
 func (r *Runner) Start(ctx context.Context, c Cmd) (*Process, error) {
-	return r.start(ctx, c, r.timeout)
+	timeout := r.timeout
+	if isBounded(c) {
+		timeout = r.readTimeout()
+	}
+	return r.start(ctx, c, timeout)
 }
 
 func (r *Runner) start(ctx context.Context, c Cmd, timeout time.Duration) (*Process, error) {
@@ -131,15 +138,22 @@ func (r *Runner) start(ctx context.Context, c Cmd, timeout time.Duration) (*Proc
 		return nil, fmt.Errorf("git %s: %w", c.Name, err)
 	}
 
-	p := &Process{r: r, name: c.Name, done: make(chan struct{})}
+	p := &Process{r: r, name: c.Name, bounded: isBounded(c), done: make(chan struct{})}
 	if timeout > 0 {
 		p.ctx, p.cancel = context.WithTimeoutCause(ctx, timeout, ErrTimeout)
 	} else {
 		p.ctx, p.cancel = context.WithCancel(ctx)
 	}
+	path, args := r.binary, slices.Concat([]string{"git"}, r.preArgs, argv)
+	if p.bounded {
+		args = slices.Concat([]string{"git"}, r.preArgs, r.read.configArg, argv)
+		if r.read.memory > 0 {
+			path, args = r.wrap(args[1:])
+		}
+	}
 	p.cmd = &exec.Cmd{
-		Path: r.binary,
-		Args: slices.Concat([]string{"git"}, r.preArgs, argv),
+		Path: path,
+		Args: args,
 		Env:  env,
 		// HomeDir, not the repository: a command without --git-dir must not
 		// find a repository by discovery, and GIT_CEILING_DIRECTORIES stops
@@ -309,13 +323,27 @@ func (p *Process) Wait() error {
 	case waitErr == nil:
 		return nil
 	case ctxErr != nil:
-		return fmt.Errorf("git %s: %w", p.name, cause)
+		err := fmt.Errorf("git %s: %w", p.name, cause)
+		if p.bounded && errors.Is(cause, ErrTimeout) {
+			return p.r.boundError(p.name, err, true, false)
+		}
+		return err
 	}
 	var ee *exec.ExitError
 	if !errors.As(waitErr, &ee) {
 		return fmt.Errorf("git %s: %w", p.name, waitErr)
 	}
-	return &ExitError{Command: p.name, Code: code, Stderr: strings.TrimSpace(p.errTail.String())}
+	exitErr := &ExitError{Command: p.name, Code: code, Stderr: strings.TrimSpace(p.errTail.String())}
+	if p.bounded && p.r.read.memory > 0 {
+		var sig syscall.Signal
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			sig = ws.Signal()
+		}
+		if memoryFailure(exitErr.Stderr, sig) {
+			return p.r.boundError(p.name, exitErr, false, true)
+		}
+	}
+	return exitErr
 }
 
 // tailBuffer keeps the last stderrTail bytes written to it.
