@@ -166,6 +166,10 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger, opts Optio
 		// stand.
 		PackThreads: packThreads(cfg.Throttle.Cores),
 		Confine:     confine,
+		// The bounds of browse, diff, blame, archive and merge work.
+		ReadMemoryLimit: int64(cfg.Git.ReadMemoryLimit),
+		ReadTimeout:     cfg.Git.ReadTimeout.Duration,
+		MaxDiffBlobSize: int64(cfg.Git.MaxDiffBlobSize),
 	}, a.Registry, logger)
 	if err != nil {
 		return nil, fmt.Errorf("git: %w", err)

@@ -184,6 +184,18 @@ type Git struct {
 	// Nice is the niceness of the git processes that serve clones and
 	// pushes (0 disables): the node's own requests get the CPU first.
 	Nice int `toml:"nice"`
+	// ReadMemoryLimit is the address-space limit of each git process that
+	// serves browse, diff, blame, archive, merges and pull request diffs.
+	ReadMemoryLimit Size `toml:"read_memory_limit"`
+	// ReadTimeout bounds each of those processes.
+	ReadTimeout Duration `toml:"read_timeout"`
+	// MaxDiffBlobSize is the largest file diffed; bigger ones are marked
+	// too large to diff.
+	MaxDiffBlobSize Size `toml:"max_diff_blob_size"`
+	// MaxBlobSize is the largest file a push may add.
+	MaxBlobSize Size `toml:"max_blob_size"`
+	// MaxTreeDepth is the deepest directory nesting a push may add.
+	MaxTreeDepth int `toml:"max_tree_depth"`
 }
 
 type Throttle struct {
@@ -295,6 +307,12 @@ func Default() Config {
 			MaxPushOptions:     32,
 			MaxPushOptionBytes: 4096,
 			Nice:               10,
+			// See docs/configuration.md for where each number comes from.
+			ReadMemoryLimit: Size(1 << 30),
+			ReadTimeout:     Duration{time.Minute},
+			MaxDiffBlobSize: Size(8 << 20),
+			MaxBlobSize:     Size(1 << 30),
+			MaxTreeDepth:    2048,
 		},
 		Throttle: Throttle{
 			Strategy:   "adaptive",
@@ -526,6 +544,12 @@ func (c *Config) Validate() error {
 	}
 	if c.Git.MaxInputSize <= 0 {
 		return errors.New("git.max_input_size: must be positive")
+	}
+	if c.Git.ReadMemoryLimit < 0 || (c.Git.ReadMemoryLimit > 0 && c.Git.ReadMemoryLimit < 64<<20) {
+		return errors.New("git.read_memory_limit: must be 0 (no limit) or at least 64MiB, which git needs to start")
+	}
+	if c.Git.ReadTimeout.Duration < 0 || c.Git.MaxDiffBlobSize < 0 || c.Git.MaxBlobSize < 0 || c.Git.MaxTreeDepth < 0 {
+		return errors.New("git.read_timeout, git.max_diff_blob_size, git.max_blob_size, git.max_tree_depth: must not be negative (0: no limit)")
 	}
 	if c.Git.Nice < 0 || c.Git.Nice > 19 {
 		return errors.New("git.nice: must be between 0 and 19")
