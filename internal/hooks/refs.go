@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/sluice-scm/sluice/internal/problem"
+	"github.com/sluice-scm/sluice/internal/gitref"
 )
 
 // RefUpdate is one "old new ref" line as git hands it to a hook. Old is the
@@ -73,48 +73,7 @@ func validOID(s string) bool {
 // some tool puts its short name on a command line; refusing it at the door
 // is cheaper than proving every later command line safe.
 func CheckRefName(name string) error {
-	reason := refNameProblem(name)
-	if reason == "" {
-		return nil
-	}
-	return problem.New(problem.Invalid, "invalid ref name %q: %s", name, reason)
-}
-
-func refNameProblem(name string) string {
-	if !strings.HasPrefix(name, "refs/") {
-		return "not under refs/"
-	}
-	if strings.HasSuffix(name, "/") {
-		return "ends with '/'"
-	}
-	if strings.HasSuffix(name, ".") {
-		return "ends with '.'"
-	}
-	if strings.Contains(name, "..") {
-		return "contains '..'"
-	}
-	if strings.Contains(name, "@{") {
-		return "contains '@{'"
-	}
-	for _, r := range name {
-		switch {
-		case r < 0x20 || r == 0x7f:
-			return "contains a control character"
-		case strings.ContainsRune(" ~^:?*[\\", r):
-			return fmt.Sprintf("contains %q", r)
-		}
-	}
-	for _, comp := range strings.Split(name, "/") {
-		switch {
-		case comp == "":
-			return "has an empty path component"
-		case strings.HasPrefix(comp, "."):
-			return "has a path component beginning with '.'"
-		case strings.HasPrefix(comp, "-"):
-			return "has a path component beginning with '-'"
-		case strings.HasSuffix(comp, ".lock"):
-			return "has a path component ending with '.lock'"
-		}
-	}
-	return ""
+	// The rules live in gitref, so the REST API, the store and repository
+	// creation accept exactly the names a push does.
+	return gitref.CheckRefName(name)
 }

@@ -31,7 +31,9 @@ func TestPath(t *testing.T) {
 func TestValidateBranchName(t *testing.T) {
 	good := []string{"main", "feature/x", "release-1.0", "a.b", "UPPER", "ünïcode", "x@y"}
 	bad := []string{"", "-x", "feature/-x", "a..b", "a b", "x.lock", "a//b", "@", "HEAD", "a^b", "a:b", "a~1",
-		"a?", "a*", "a[b", `a\b`, "/x", "x/", "x.", ".x", "a/.b", "a@{1}", "a\x00b", "a\nb", "a\x7fb", strings.Repeat("a", 2000)}
+		"a?", "a*", "a[b", `a\b`, "/x", "x/", "x.", ".x", "a/.b", "a@{1}", "a\x00b", "a\nb", "a\x7fb", strings.Repeat("a", 2000),
+		// gitref's rules beyond git's (issue 14).
+		"a/@", "\xff", "a\u0085b"}
 	for _, name := range good {
 		if err := ValidateBranchName(name); err != nil {
 			t.Errorf("ValidateBranchName(%q) = %v, want nil", name, err)

@@ -3,67 +3,28 @@ package repo
 import (
 	"strings"
 
+	"github.com/sluice-scm/sluice/internal/gitref"
 	"github.com/sluice-scm/sluice/internal/problem"
 )
 
 // Limits on user-supplied names. Git itself has none; these keep requests,
 // log lines and filesystem paths of a sane size.
 const (
-	maxRefNameLen = 1024 // matches common filesystem path limits for loose refs
-	maxRevLen     = 1024
-	maxPathLen    = 4096 // PATH_MAX on Linux
-	maxPrefixLen  = 255
+	maxRevLen    = gitref.MaxRefNameLen
+	maxPathLen   = 4096 // PATH_MAX on Linux
+	maxPrefixLen = 255
 )
 
-// ValidateRefName checks a full ref name ("refs/heads/main") against the
-// rules of git check-ref-format, plus Sluice's own: no component may begin
-// with "-", so a ref name can never be mistaken for an option.
-func ValidateRefName(name string) error {
-	if !validRefName(name) || !strings.HasPrefix(name, "refs/") {
-		return problem.New(problem.Invalid, "invalid ref name %q", name)
-	}
-	return nil
-}
+// ValidateRefName checks a full ref name ("refs/heads/main"). The rules
+// live in gitref, shared with the push path and the store.
+func ValidateRefName(name string) error { return gitref.CheckRefName(name) }
 
 // ValidateBranchName checks a short branch name ("main", "feature/x"), the
-// part after refs/heads/.
-func ValidateBranchName(name string) error {
-	// "@" alone means HEAD in revision syntax, so it cannot name a branch.
-	if name == "HEAD" || name == "@" || !validRefName("refs/heads/"+name) {
-		return problem.New(problem.Invalid, "invalid branch name %q", name)
-	}
-	return nil
-}
+// part after refs/heads/, by gitref's rules; the REST API, the web UI and
+// pull requests reach them through here.
+func ValidateBranchName(name string) error { return gitref.CheckBranchName(name) }
 
-// validRefName implements the rules of git check-ref-format(1) for a name
-// with at least one slash, and rejects components beginning with "-".
-func validRefName(name string) bool {
-	if name == "" || len(name) > maxRefNameLen || name == "@" {
-		return false
-	}
-	if strings.HasPrefix(name, "/") || strings.HasSuffix(name, "/") || strings.HasSuffix(name, ".") {
-		return false
-	}
-	if strings.Contains(name, "..") || strings.Contains(name, "@{") || strings.Contains(name, "//") {
-		return false
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		if c < 0x20 || c == 0x7f {
-			return false
-		}
-		switch c {
-		case ' ', '~', '^', ':', '?', '*', '[', '\\':
-			return false
-		}
-	}
-	for comp := range strings.SplitSeq(name, "/") {
-		if comp == "" || comp[0] == '.' || comp[0] == '-' || strings.HasSuffix(comp, ".lock") {
-			return false
-		}
-	}
-	return true
-}
+func validRefName(name string) bool { return gitref.ValidRefName(name) }
 
 // validRev accepts what the read helpers let a user name a commit by: an
 // abbreviated or full object id, "HEAD", or a ref name in full
@@ -92,7 +53,7 @@ func checkRev(rev string) error {
 }
 
 // validOID accepts a full SHA-1 or SHA-256 object id in lower case.
-func validOID(s string) bool { return (len(s) == 40 || len(s) == 64) && isHex(s, 40, 64) }
+func validOID(s string) bool { return gitref.ValidObjectID(s) }
 
 func isHex(s string, minLen, maxLen int) bool {
 	if len(s) < minLen || len(s) > maxLen {

@@ -6,6 +6,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/sluice-scm/sluice/internal/gitref"
 	"github.com/sluice-scm/sluice/internal/problem"
 )
 
@@ -244,47 +245,5 @@ func ValidateGroupName(name string) error {
 }
 
 // ValidateBranchName checks a short branch name (a repository's default
-// branch) by git's check-ref-format rules, plus no leading '-'.
-func ValidateBranchName(name string) error {
-	const field = "branch name"
-	if err := checkRefCommon(field, name); err != nil {
-		return err
-	}
-	switch {
-	case strings.HasPrefix(name, "/") || strings.HasSuffix(name, "/") || strings.Contains(name, "//"):
-		return invalid(field, name, "must not begin or end with '/' or hold '//'")
-	case strings.HasSuffix(name, "."):
-		return invalid(field, name, "must not end with '.'")
-	case strings.Contains(name, "@{") || name == "@":
-		return invalid(field, name, "must not contain '@{' or be '@'")
-	case name == "HEAD":
-		return invalid(field, name, "is reserved")
-	}
-	for _, comp := range strings.Split(name, "/") {
-		if strings.HasPrefix(comp, ".") || strings.HasSuffix(comp, ".lock") {
-			return invalid(field, name, "components must not begin with '.' or end with '.lock'")
-		}
-	}
-	return nil
-}
-
-func checkRefCommon(field, name string) error {
-	switch {
-	case name == "":
-		return problem.New(problem.Invalid, "%s must not be empty", field)
-	case len(name) > maxNameLen:
-		return invalid(field, name, fmt.Sprintf("must be at most %d bytes long", maxNameLen))
-	case !utf8.ValidString(name):
-		return invalid(field, name, "must be valid UTF-8")
-	case strings.HasPrefix(name, "-"):
-		return invalid(field, name, "must not begin with '-'")
-	case strings.Contains(name, ".."):
-		return invalid(field, name, "must not contain '..'")
-	}
-	for _, r := range name {
-		if r < 0x20 || r == 0x7f || unicode.IsControl(r) || strings.ContainsRune(` ~^:?*[\`, r) {
-			return invalid(field, name, `must not contain control characters, spaces or any of ~^:?*[\`)
-		}
-	}
-	return nil
-}
+// branch) by gitref's rules, the same the push path and the REST API apply.
+func ValidateBranchName(name string) error { return gitref.CheckBranchName(name) }

@@ -231,6 +231,12 @@ func TestValidateBranchName(t *testing.T) {
 		{"a*b", false},
 		{"a[b", false},
 		{"main.", false},
+		// gitref's rules, shared with the push path (issue 14): the store
+		// used to accept these while repo and hooks refused them.
+		{"feature/-x", false},
+		{"a/@", false},
+		{"\xff", false},
+		{"a\u0085b", false},
 	}
 	for _, tc := range tests {
 		check(t, "branch name", tc.name, ValidateBranchName(tc.name), tc.ok, "")
