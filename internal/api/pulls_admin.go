@@ -15,21 +15,12 @@ import (
 // Build statuses, branch permissions, pull request settings and webhooks.
 
 const (
-	buildStatusBase = "/rest/build-status/1.0/commits/{commitId}"
 	restrictRepo    = "/rest/branch-permissions/2.0/projects/{key}/repos/{slug}/restrictions"
 	restrictProject = "/rest/branch-permissions/2.0/projects/{key}/restrictions"
 )
 
 func (s *server) pullAdminRoutes() []route {
-	return []route{
-		{Method: "GET", Pattern: buildStatusBase, Summary: "Build statuses of a commit", Paged: true, handle: (*call).listBuilds},
-		{Method: "POST", Pattern: buildStatusBase, Summary: "Report a build status for a commit (signed-in users)", Success: 204,
-			Body: "{state: SUCCESSFUL|FAILED|INPROGRESS, key, name, url, description}", handle: (*call).postBuild},
-		{Method: "GET", Pattern: repository + "/commits/{commitId}/builds", Summary: "Build statuses of a commit of this repository", Paged: true,
-			handle: (*call).listRepoBuilds},
-		{Method: "POST", Pattern: repository + "/commits/{commitId}/builds", Summary: "Report a build status (REPO_READ)", Success: 204,
-			Body: "{state, key, name, url, description}", handle: (*call).postRepoBuild},
-
+	return append(buildRoutes(), []route{
 		{Method: "GET", Pattern: restrictRepo, Summary: "List a repository's branch permissions (REPO_ADMIN)", Paged: true, handle: (*call).listRestrictions},
 		{Method: "POST", Pattern: restrictRepo, Summary: "Add a branch permission (REPO_ADMIN)",
 			Body: "{type, matcher: {id, type: {id: BRANCH|PATTERN}}, users: [name], groups: [name]}", handle: (*call).createRestriction},
@@ -54,73 +45,10 @@ func (s *server) pullAdminRoutes() []route {
 		{Method: "DELETE", Pattern: repository + "/webhooks/{webhookId}", Summary: "Remove a webhook (REPO_ADMIN)", Success: 204, handle: (*call).deleteWebhook},
 		{Method: "GET", Pattern: repository + "/webhooks/{webhookId}/deliveries", Summary: "A webhook's delivery log (REPO_ADMIN)", Paged: true,
 			handle: (*call).listDeliveries},
-	}
+	}...)
 }
 
 func jsonUnmarshal(s string, v any) error { return json.Unmarshal([]byte(s), v) }
-
-type buildJSON struct {
-	State       string `json:"state"`
-	Key         string `json:"key"`
-	Name        string `json:"name,omitempty"`
-	URL         string `json:"url,omitempty"`
-	Description string `json:"description,omitempty"`
-	DateAdded   int64  `json:"dateAdded"`
-}
-
-func (c *call) builds() error {
-	pg, err := c.page()
-	if err != nil {
-		return err
-	}
-	bs, err := c.s.Pulls.BuildStatuses(c.ctx, c.path("commitId"))
-	if err != nil {
-		return err
-	}
-	return c.json(mapPage(slicePage(bs, pg), func(b store.BuildStatus) buildJSON {
-		return buildJSON{State: b.State, Key: b.Key, Name: b.Name, URL: b.URL, Description: b.Description, DateAdded: millis(b.UpdatedAt)}
-	}))
-}
-
-func (c *call) putBuild() error {
-	var in buildJSON
-	if err := c.decode(&in, false); err != nil {
-		return err
-	}
-	if err := c.s.Pulls.PutBuildStatus(c.ctx, &store.BuildStatus{CommitSHA: c.path("commitId"), Key: in.Key, State: in.State,
-		Name: in.Name, URL: in.URL, Description: in.Description}); err != nil {
-		return err
-	}
-	return c.noContent()
-}
-
-func (c *call) listBuilds() error {
-	if err := c.signedIn(); err != nil {
-		return err
-	}
-	return c.builds()
-}
-
-func (c *call) postBuild() error {
-	if err := c.signedIn(); err != nil {
-		return err
-	}
-	return c.putBuild()
-}
-
-func (c *call) listRepoBuilds() error {
-	if _, _, err := c.repoFor(auth.Read); err != nil {
-		return err
-	}
-	return c.builds()
-}
-
-func (c *call) postRepoBuild() error {
-	if _, _, err := c.repoFor(auth.Read); err != nil {
-		return err
-	}
-	return c.putBuild()
-}
 
 // restrictionScope loads the repository ({slug} present) or the project
 // and checks admin rights on it.

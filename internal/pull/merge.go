@@ -87,22 +87,18 @@ func (s *Service) checks(ctx context.Context, p *auth.Principal, target *store.R
 		}
 	}
 	if c.MinSuccessfulBuilds > 0 {
-		builds, err := s.ps.BuildStatuses(ctx, pr.FromSHA)
+		// Only statuses attached to the pull request's own repository
+		// count: one reported through another repository holding the
+		// same commit says nothing its readers may vouch for here.
+		builds, err := s.ps.RepoBuildStatuses(ctx, pr.RepoID, pr.FromSHA)
 		if err != nil {
 			return nil, err
 		}
-		ok, bad := 0, 0
-		for _, b := range builds {
-			switch b.State {
-			case "SUCCESSFUL":
-				ok++
-			default:
-				bad++
-			}
-		}
+		n := CountBuilds(builds)
+		ok, bad := n.Successful, len(builds)-n.Successful
 		if ok < c.MinSuccessfulBuilds || bad > 0 {
 			vetoes = append(vetoes, Veto{"Builds",
-				fmt.Sprintf("%d successful build(s) required and none failed or in progress; %d successful, %d failed or in progress", c.MinSuccessfulBuilds, ok, bad)})
+				fmt.Sprintf("%d successful build(s) required and none failed, in progress, cancelled or unknown; %d successful, %d not", c.MinSuccessfulBuilds, ok, bad)})
 		}
 	}
 	rs, err := s.ps.RestrictionsFor(ctx, target.ID, target.ProjectID)

@@ -70,8 +70,24 @@ type PullStore interface {
 	// PullDiff is the cached diff (NotFound when none).
 	PullDiff(ctx context.Context, prID int64) (*PullDiff, error)
 
-	PutBuildStatus(ctx context.Context, b *BuildStatus) error
+	// PutBuildStatus records b once for each of repoIDs, replacing what
+	// each repository had under the same commit and key, in one
+	// transaction; b.RepoID is ignored.
+	PutBuildStatus(ctx context.Context, b *BuildStatus, repoIDs []int64) error
+	// BuildStatuses lists a commit's statuses in every repository, newest
+	// first; callers show a reader only the rows of repositories they may
+	// read.
 	BuildStatuses(ctx context.Context, sha string) ([]BuildStatus, error)
+	// RepoBuildStatuses lists a commit's statuses in one repository,
+	// newest first.
+	RepoBuildStatuses(ctx context.Context, repoID int64, sha string) ([]BuildStatus, error)
+	// RecentlyPushedRepos lists up to limit repositories userID may read,
+	// most recently pushed first (dashboard.go); build statuses posted
+	// without a repository look for their commit there.
+	RecentlyPushedRepos(ctx context.Context, userID int64, limit int) ([]Repository, error)
+	// HasOpenPullRequestFrom reports whether an open pull request into
+	// repoID has sha as its source commit.
+	HasOpenPullRequestFrom(ctx context.Context, repoID int64, sha string) (bool, error)
 
 	CreateRestriction(ctx context.Context, r *BranchRestriction) error
 	RestrictionByID(ctx context.Context, id int64) (*BranchRestriction, error)
@@ -199,17 +215,29 @@ type PullDiff struct {
 	CreatedAt time.Time
 }
 
-// BuildStatus is what a CI system reported for a commit under a key.
+// BuildStatus is what a CI system reported for a commit under a key, in
+// one repository.
 type BuildStatus struct {
 	ID          int64
+	RepoID      int64
 	CommitSHA   string
 	Key         string
-	State       string // SUCCESSFUL, FAILED or INPROGRESS
+	State       string // SUCCESSFUL, FAILED, INPROGRESS, CANCELLED or UNKNOWN
 	Name        string
 	URL         string
 	Description string
+	Ref         string // the ref CI built, e.g. refs/heads/main
+	Parent      string // the key of the build this one belongs to
+	BuildNumber string
+	DurationMS  int64
+	Tests       *TestResults // nil when CI sent none
 	CreatedAt   time.Time
 	UpdatedAt   time.Time
+}
+
+// TestResults are a build's test counts.
+type TestResults struct {
+	Successful, Failed, Skipped int64
 }
 
 // BranchRestriction is a branch permission of a repository or a project.

@@ -346,29 +346,76 @@ func (d *DB) PullDiff(ctx context.Context, prID int64) (*PullDiff, error) {
 	return &pd, nil
 }
 
-func (d *DB) PutBuildStatus(ctx context.Context, b *BuildStatus) error {
+const buildCols = `id, repo_id, commit_sha, key, state, name, url, description, ref, parent, build_number, duration_ms,
+	tests_successful, tests_failed, tests_skipped, created_at, updated_at`
+
+func (d *DB) PutBuildStatus(ctx context.Context, b *BuildStatus, repoIDs []int64) error {
 	t := now()
-	err := d.queryRow(ctx, `INSERT INTO build_statuses (commit_sha, key, state, name, url, description, created_at, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (commit_sha, key) DO UPDATE SET state = excluded.state, name = excluded.name,
-		url = excluded.url, description = excluded.description, updated_at = excluded.updated_at RETURNING id`,
-		b.CommitSHA, b.Key, b.State, b.Name, b.URL, b.Description, t, t).Scan(&b.ID)
+	var ok, failed, skipped sql.NullInt64
+	if b.Tests != nil {
+		ok = sql.NullInt64{Int64: b.Tests.Successful, Valid: true}
+		failed = sql.NullInt64{Int64: b.Tests.Failed, Valid: true}
+		skipped = sql.NullInt64{Int64: b.Tests.Skipped, Valid: true}
+	}
+	err := d.tx(ctx, func(tx *sql.Tx) error {
+		for _, repoID := range repoIDs {
+			err := tx.QueryRowContext(ctx, d.q(`INSERT INTO repo_build_statuses (repo_id, commit_sha, key, state, name, url, description,
+				ref, parent, build_number, duration_ms, tests_successful, tests_failed, tests_skipped, created_at, updated_at)
+				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+				ON CONFLICT (repo_id, commit_sha, key) DO UPDATE SET state = excluded.state, name = excluded.name,
+				url = excluded.url, description = excluded.description, ref = excluded.ref, parent = excluded.parent,
+				build_number = excluded.build_number, duration_ms = excluded.duration_ms,
+				tests_successful = excluded.tests_successful, tests_failed = excluded.tests_failed,
+				tests_skipped = excluded.tests_skipped, updated_at = excluded.updated_at RETURNING id`),
+				repoID, b.CommitSHA, b.Key, b.State, b.Name, b.URL, b.Description, b.Ref, b.Parent, b.BuildNumber, b.DurationMS,
+				ok, failed, skipped, t, t).Scan(&b.ID)
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 	b.UpdatedAt = t
 	return d.fail(err, "put build status")
 }
 
 func (d *DB) BuildStatuses(ctx context.Context, sha string) ([]BuildStatus, error) {
-	rows, err := d.query(ctx, `SELECT id, commit_sha, key, state, name, url, description, created_at, updated_at FROM build_statuses
-		WHERE commit_sha = ? ORDER BY updated_at DESC, id DESC`, sha)
+	rows, err := d.query(ctx, "SELECT "+buildCols+" FROM repo_build_statuses WHERE commit_sha = ? ORDER BY updated_at DESC, id DESC", sha)
 	if err != nil {
 		return nil, d.fail(err, "build statuses")
 	}
-	return collect(rows, d, "build statuses", func(sc interface{ Scan(...any) error }, b *BuildStatus) error {
-		if err := sc.Scan(&b.ID, &b.CommitSHA, &b.Key, &b.State, &b.Name, &b.URL, &b.Description, &b.CreatedAt, &b.UpdatedAt); err != nil {
-			return err
-		}
-		b.CreatedAt, b.UpdatedAt = b.CreatedAt.UTC(), b.UpdatedAt.UTC()
-		return nil
-	})
+	return collect(rows, d, "build statuses", scanBuild)
+}
+
+func (d *DB) RepoBuildStatuses(ctx context.Context, repoID int64, sha string) ([]BuildStatus, error) {
+	rows, err := d.query(ctx, "SELECT "+buildCols+" FROM repo_build_statuses WHERE repo_id = ? AND commit_sha = ? ORDER BY updated_at DESC, id DESC",
+		repoID, sha)
+	if err != nil {
+		return nil, d.fail(err, "build statuses")
+	}
+	return collect(rows, d, "build statuses", scanBuild)
+}
+
+func scanBuild(sc interface{ Scan(...any) error }, b *BuildStatus) error {
+	var ok, failed, skipped sql.NullInt64
+	if err := sc.Scan(&b.ID, &b.RepoID, &b.CommitSHA, &b.Key, &b.State, &b.Name, &b.URL, &b.Description, &b.Ref, &b.Parent,
+		&b.BuildNumber, &b.DurationMS, &ok, &failed, &skipped, &b.CreatedAt, &b.UpdatedAt); err != nil {
+		return err
+	}
+	if ok.Valid || failed.Valid || skipped.Valid {
+		b.Tests = &TestResults{Successful: ok.Int64, Failed: failed.Int64, Skipped: skipped.Int64}
+	}
+	b.CreatedAt, b.UpdatedAt = b.CreatedAt.UTC(), b.UpdatedAt.UTC()
+	return nil
+}
+
+func (d *DB) HasOpenPullRequestFrom(ctx context.Context, repoID int64, sha string) (bool, error) {
+	var n int
+	err := d.queryRow(ctx, "SELECT count(*) FROM pull_requests WHERE repo_id = ? AND state = ? AND from_sha = ?", repoID, PullOpen, sha).Scan(&n)
+	if err != nil {
+		return false, d.fail(err, "open pull requests from a commit")
+	}
+	return n > 0, nil
 }
 
 // Exempt users and groups are stored as comma-separated ids: a short list

@@ -148,12 +148,40 @@ func runPullStore(t *testing.T, st store.Store) {
 		t.Fatalf("diff: %+v", d)
 	}
 
-	must(ps.PutBuildStatus(ctx, &store.BuildStatus{CommitSHA: sha('d'), Key: "ci", State: "FAILED"}))
-	must(ps.PutBuildStatus(ctx, &store.BuildStatus{CommitSHA: sha('d'), Key: "ci", State: "SUCCESSFUL"}))
-	bs, err := ps.BuildStatuses(ctx, sha('d'))
+	// Build statuses belong to repositories: a report to one never
+	// replaces another's under the same commit and key.
+	other := &store.Repository{ProjectID: p.ID, Slug: "other", Name: "other"}
+	must(st.CreateRepo(ctx, other))
+	must(ps.PutBuildStatus(ctx, &store.BuildStatus{CommitSHA: sha('d'), Key: "ci", State: "FAILED"}, []int64{r.ID, other.ID}))
+	must(ps.PutBuildStatus(ctx, &store.BuildStatus{CommitSHA: sha('d'), Key: "ci", State: "SUCCESSFUL", Ref: "refs/heads/a",
+		DurationMS: 1500, Tests: &store.TestResults{Successful: 3, Failed: 1, Skipped: 2}}, []int64{r.ID}))
+	bs, err := ps.RepoBuildStatuses(ctx, r.ID, sha('d'))
 	must(err)
-	if len(bs) != 1 || bs[0].State != "SUCCESSFUL" {
-		t.Fatalf("builds: %+v", bs)
+	if len(bs) != 1 || bs[0].State != "SUCCESSFUL" || bs[0].RepoID != r.ID || bs[0].Ref != "refs/heads/a" || bs[0].DurationMS != 1500 ||
+		bs[0].Tests == nil || *bs[0].Tests != (store.TestResults{Successful: 3, Failed: 1, Skipped: 2}) {
+		t.Fatalf("builds of %d: %+v", r.ID, bs)
+	}
+	bs, err = ps.RepoBuildStatuses(ctx, other.ID, sha('d'))
+	must(err)
+	if len(bs) != 1 || bs[0].State != "FAILED" || bs[0].RepoID != other.ID || bs[0].Tests != nil {
+		t.Fatalf("builds of %d: %+v", other.ID, bs)
+	}
+	bs, err = ps.BuildStatuses(ctx, sha('d'))
+	must(err)
+	if len(bs) != 2 || bs[0].RepoID != r.ID || bs[1].RepoID != other.ID {
+		t.Fatalf("builds of every repository, newest first: %+v", bs)
+	}
+	if bs, err := ps.RepoBuildStatuses(ctx, r.ID, sha('e')); err != nil || len(bs) != 0 {
+		t.Fatalf("builds of another commit: %+v %v", bs, err)
+	}
+	for _, tc := range []struct {
+		repo int64
+		sha  string
+		want bool
+	}{{r.ID, sha('a'), true}, {r.ID, sha('e'), false}, {other.ID, sha('a'), false}} {
+		if got, err := ps.HasOpenPullRequestFrom(ctx, tc.repo, tc.sha); err != nil || got != tc.want {
+			t.Fatalf("open pull request into %d from %s: %v %v", tc.repo, tc.sha[:1], got, err)
+		}
 	}
 
 	g := &store.Group{Name: "devs"}
