@@ -299,6 +299,10 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger, opts Optio
 			MaxUnauthenticated: cfg.Server.SSHMaxUnauthenticated,
 			ProxyProtocol:      cfg.Server.ProxyProtocol,
 			TrustedProxies:     cfg.Server.TrustedProxies,
+			HandshakeTimeout:   cfg.Server.SSHHandshakeTimeout.Duration,
+			AuthTimeout:        cfg.Server.SSHAuthTimeout.Duration,
+
+			MaxUnauthenticatedPerSource: cfg.Server.SSHMaxUnauthenticatedPerSource,
 		}, a.Hosting, a.Auth, a.Store, logger, a.Registry)
 		if err != nil {
 			return nil, fmt.Errorf("ssh server: %w", err)

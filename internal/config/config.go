@@ -141,6 +141,15 @@ type Server struct {
 	// SSHMaxUnauthenticated bounds concurrent connections still in the
 	// handshake or authentication.
 	SSHMaxUnauthenticated int `toml:"ssh_max_unauthenticated"`
+	// SSHMaxUnauthenticatedPerSource bounds them per client address (the
+	// PROXY protocol's behind a trusted proxy), so one host cannot take
+	// every slot.
+	SSHMaxUnauthenticatedPerSource int `toml:"ssh_max_unauthenticated_per_source"`
+	// SSHHandshakeTimeout bounds accept to the end of the SSH key exchange.
+	SSHHandshakeTimeout Duration `toml:"ssh_handshake_timeout"`
+	// SSHAuthTimeout bounds accept to authenticated (a person may be typing
+	// a key's passphrase).
+	SSHAuthTimeout Duration `toml:"ssh_auth_timeout"`
 }
 
 type Database struct {
@@ -291,6 +300,10 @@ func Default() Config {
 			SSHIdleTimeout:        Duration{10 * time.Minute},
 			SSHMaxSessions:        10,
 			SSHMaxUnauthenticated: 100,
+			// A fifth of the total: one address cannot lock the rest out.
+			SSHMaxUnauthenticatedPerSource: 20,
+			SSHHandshakeTimeout:            Duration{10 * time.Second},
+			SSHAuthTimeout:                 Duration{60 * time.Second},
 		},
 		Database: Database{MaxOpenConns: 20},
 		Cache: Cache{
@@ -535,6 +548,12 @@ func (c *Config) Validate() error {
 				return fmt.Errorf("server.trusted_proxies: %q is not a CIDR or address", cidr)
 			}
 		}
+	}
+	if c.Server.SSHMaxUnauthenticated < 1 || c.Server.SSHMaxUnauthenticatedPerSource < 1 {
+		return errors.New("server.ssh_max_unauthenticated, server.ssh_max_unauthenticated_per_source: must be at least 1")
+	}
+	if c.Server.SSHHandshakeTimeout.Duration <= 0 || c.Server.SSHAuthTimeout.Duration < c.Server.SSHHandshakeTimeout.Duration {
+		return errors.New("server.ssh_handshake_timeout, server.ssh_auth_timeout: need 0 < handshake timeout <= auth timeout")
 	}
 	if !strings.HasPrefix(c.Database.URL, "sqlite://") && !strings.HasPrefix(c.Database.URL, "postgres://") && !strings.HasPrefix(c.Database.URL, "postgresql://") {
 		return fmt.Errorf("database.url: %q must start with sqlite:// or postgres://", c.Database.URL)

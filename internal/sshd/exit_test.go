@@ -24,8 +24,10 @@ func TestExitStatus(t *testing.T) {
 		{"not found", problem.New(problem.NotFound, "repository not found"), 1, msgDenied + "\n"},
 		{"unauthenticated", problem.New(problem.Unauthenticated, "authentication required"), 1, msgDenied + "\n"},
 		{"forbidden", problem.New(problem.Forbidden, "this access key only has read scope"), 1, "this access key only has read scope\n"},
-		{"throttled", throttled, 1, "too many git operations; slow down (retry in 7 s)\n"},
-		{"unavailable", problem.New(problem.Unavailable, "server is busy"), 1, "server is busy\n"},
+		// Worth retrying: EX_TEMPFAIL.
+		{"throttled", throttled, 75, "too many git operations; slow down (retry in 7 s)\n"},
+		{"unavailable", problem.New(problem.Unavailable, "server is busy"), 75, "server is busy\n"},
+		{"too large", problem.New(problem.TooLarge, "push is larger than 1 GiB"), 1, "push is larger than 1 GiB\n"},
 		// git already explained itself on the session's stderr.
 		{"git failed before output", problem.Wrap(problem.Internal, fmt.Errorf("git upload-pack: %w", gitFailed), "git failed to serve the request"), 128, ""},
 		{"git failed after output", fmt.Errorf("git upload-pack: %w", gitFailed), 128, ""},

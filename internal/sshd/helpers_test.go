@@ -68,20 +68,24 @@ type client struct {
 	key       *key
 	knownHost string
 	home      string
+	// logLevel is OpenSSH's LogLevel: ERROR keeps stderr to the server's
+	// messages; INFO also shows authentication banners.
+	logLevel string
 }
 
 func newClient(t *testing.T, k *key) *client {
 	dir := t.TempDir()
-	return &client{t: t, key: k, knownHost: filepath.Join(dir, "known_hosts"), home: dir}
+	return &client{t: t, key: k, knownHost: filepath.Join(dir, "known_hosts"), home: dir, logLevel: "ERROR"}
 }
 
 // sshArgs are the options every ssh invocation uses: this key only, no
 // user configuration, the host key pinned on first use in a file of the
-// test's own, and no chatter on stderr so messages can be compared.
+// test's own, and (at LogLevel ERROR) no chatter on stderr so messages
+// can be compared.
 func (c *client) sshArgs() []string {
 	return []string{"-F", "/dev/null", "-i", c.key.path, "-o", "IdentitiesOnly=yes",
 		"-o", "UserKnownHostsFile=" + c.knownHost, "-o", "StrictHostKeyChecking=accept-new",
-		"-o", "LogLevel=ERROR", "-o", "ConnectTimeout=10"}
+		"-o", "LogLevel=" + c.logLevel, "-o", "ConnectTimeout=10"}
 }
 
 func (c *client) env() []string {
@@ -146,16 +150,32 @@ func (c *client) ssh(addr string, stdin io.Reader, opts []string, command ...str
 // cannot (NUL bytes, crafted key sequences).
 func goClient(t *testing.T, addr string, auths ...ssh.AuthMethod) (*ssh.Client, error) {
 	t.Helper()
-	c, err := ssh.Dial("tcp", addr, &ssh.ClientConfig{
+	return goClientFrom(t, nil, addr, auths...)
+}
+
+// goClientFrom is goClient from a local address of the test's choice
+// (nil: any), so that one test can be several sources on the loopback.
+func goClientFrom(t *testing.T, local net.Addr, addr string, auths ...ssh.AuthMethod) (*ssh.Client, error) {
+	t.Helper()
+	raw, err := (&net.Dialer{LocalAddr: local, Timeout: 10 * time.Second}).Dial("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	// The deadline bounds the handshake only, as ssh.Dial's Timeout does.
+	_ = raw.SetDeadline(time.Now().Add(10 * time.Second))
+	conn, chans, reqs, err := ssh.NewClientConn(raw, addr, &ssh.ClientConfig{
 		User:            "git",
 		Auth:            auths,
 		HostKeyCallback: ssh.InsecureIgnoreHostKey(),
-		Timeout:         10 * time.Second,
 	})
-	if err == nil {
-		t.Cleanup(func() { c.Close() })
+	if err != nil {
+		raw.Close()
+		return nil, err
 	}
-	return c, err
+	_ = raw.SetDeadline(time.Time{})
+	c := ssh.NewClient(conn, chans, reqs)
+	t.Cleanup(func() { c.Close() })
+	return c, nil
 }
 
 // run executes command in a new session and returns stdout, stderr and

@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"github.com/sluice-scm/sluice/internal/auth"
 	"github.com/sluice-scm/sluice/internal/sshd"
 	"github.com/sluice-scm/sluice/internal/store"
 	"github.com/sluice-scm/sluice/internal/testbed"
@@ -57,6 +58,9 @@ func TestHygiene(t *testing.T) {
 		{"KeepAliveDropsDeadPeer", testKeepAliveDropsDeadPeer},
 		{"ShutdownDrains", testShutdownDrains},
 		{"ProxyProtocol", testProxyProtocol},
+		{"IdleFloodDoesNotLockOut", testIdleFloodDoesNotLockOut},
+		{"ProxiedFloodCountsHeaderAddress", testProxiedFloodCountsHeaderAddress},
+		{"SlowPassphraseOutlivesHandshakeTimeout", testSlowPassphraseOutlivesHandshakeTimeout},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.fn(t, func(cfg sshd.Config) *hygiene { return newHygiene(t, n, k, cfg) })
@@ -78,9 +82,16 @@ type hygiene struct {
 
 func newHygiene(t *testing.T, n *testbed.Node, k *key, cfg sshd.Config) *hygiene {
 	t.Helper()
+	return newHygieneOn(t, n, k, cfg, n.Store(), n.App.Auth)
+}
+
+// newHygieneOn is newHygiene with the store and auth service of the
+// test's choice (a store that fails, say) instead of the node's.
+func newHygieneOn(t *testing.T, n *testbed.Node, k *key, cfg sshd.Config, st store.Store, authn *auth.Service) *hygiene {
+	t.Helper()
 	h := &hygiene{log: &syncBuffer{}, key: k, done: make(chan error, 1)}
 	logger := slog.New(slog.NewTextHandler(h.log, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	srv, err := sshd.New(cfg, n.App.Hosting, n.App.Auth, n.Store(), logger, nil)
+	srv, err := sshd.New(cfg, n.App.Hosting, authn, st, logger, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

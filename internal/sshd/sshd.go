@@ -18,17 +18,31 @@
 // key whose signature it verified — never from state the callback left
 // behind.
 //
-// A client whose keys are all unknown still gets a session (through a
-// keyboard-interactive step that asks nothing and identifies no one), so
-// that every exec answers "repository not found or access denied" exactly
-// as for a repository the caller may not read: an unknown key, another
-// user's key and a missing permission are indistinguishable. Unknown keys
-// are refused at the public-key step rather than accepted, so a client
-// with several keys (an agent) goes on to offer the one Sluice knows.
-// Such a session can do nothing else: it never reaches hosting, and
-// anonymous read of public repositories is an HTTP feature only. (OpenSSH
-// with BatchMode=yes skips keyboard-interactive, so such a client sees
-// its own "Permission denied (publickey,…)" instead: no more revealing.)
+// Unknown keys are refused at the public-key step, so a client with
+// several keys (an agent) goes on to offer the one Sluice knows. When none
+// is left, OpenSSH falls back to keyboard-interactive, which fails with an
+// authentication banner saying that no offered key is registered — the
+// one thing such a user needs to know, and nothing a client could not
+// learn already (whether a public key is registered is what the
+// public-key query answers anyway). OpenSSH prints banners at its default
+// log level; with BatchMode=yes it skips keyboard-interactive and the
+// client sees only its own "Permission denied (publickey,…)". Anonymous
+// read of public repositories is an HTTP feature only. A known key
+// without access to a repository, and a repository that does not exist,
+// both answer "repository not found or access denied".
+//
+// When a key cannot be looked up at all (the database is down), the
+// public-key step accepts it with Permissions that name no one and say
+// why; every command of that session then answers that the service is
+// temporarily unavailable, with exit status 75 (EX_TEMPFAIL), instead of
+// a denial the user would try to fix by changing keys or permissions.
+//
+// # Exit statuses
+//
+// 0 on success; git's own status when git failed (it has explained itself
+// on stderr); 75 (EX_TEMPFAIL) when the server is unavailable or
+// throttling and the same command may succeed later; 1 for every other
+// refusal.
 //
 // # Requests
 //
@@ -39,12 +53,19 @@
 //
 // # Connection hygiene
 //
-// A semaphore bounds connections that have not authenticated yet (taken
-// before the handshake, so a flood of idle TCP connections costs no key
-// exchange); the handshake has a deadline; sessions per connection are
-// bounded; a connection with no channel traffic for IdleTimeout is closed;
-// keepalive@openssh.com requests detect dead peers (three unanswered ones
-// close the connection). Shutdown stops accepting, lets running git
+// Connections that have not authenticated yet are bounded in total and
+// per source address (the PROXY header's when the peer is a trusted
+// proxy; an IPv6 /64 is one source). The slot is taken at accept, before
+// any byte is read, so a flood of idle TCP connections costs no key
+// exchange, and over either bound a connection is closed at once. The
+// per-source bound is what keeps everyone else getting in: without it, a
+// hundred idle connections from one host took every slot until the
+// handshake deadline freed them. Deadlines are short where a machine is
+// waiting (HandshakeTimeout, to the end of the key exchange) and longer
+// where a person may be (AuthTimeout, for typing a key's passphrase).
+// Sessions per connection are bounded; a connection with no channel
+// traffic for IdleTimeout is closed; keepalive@openssh.com requests detect
+// dead peers (three unanswered ones close the connection). Shutdown stops accepting, lets running git
 // operations finish, then closes every connection.
 //
 // Behind a TCP load balancer the PROXY protocol (v1 or v2) gives the real
@@ -84,15 +105,26 @@ type Config struct {
 	// IdleTimeout closes a connection whose channels moved no data for
 	// this long (default 10 minutes).
 	IdleTimeout time.Duration
-	// HandshakeTimeout bounds the time from accept to authenticated
-	// (default 30 seconds), PROXY header included.
+	// HandshakeTimeout bounds the time from accept to the end of the key
+	// exchange, PROXY header included (default 10 seconds): it is how long
+	// a connection that never speaks holds its unauthenticated slot.
 	HandshakeTimeout time.Duration
+	// AuthTimeout bounds the time from accept to authenticated (default
+	// 60 seconds; never less than HandshakeTimeout). It is longer than the
+	// handshake's because OpenSSH asks for a key's passphrase after the
+	// key exchange, and a person types it.
+	AuthTimeout time.Duration
 	// MaxSessions bounds the open sessions of one connection (default
 	// 10, OpenSSH's MaxSessions).
 	MaxSessions int
 	// MaxUnauthenticated bounds concurrent connections that have not
 	// finished authenticating (default 100, OpenSSH's MaxStartups).
 	MaxUnauthenticated int
+	// MaxUnauthenticatedPerSource bounds them per source address — the
+	// PROXY protocol's when the peer is a trusted proxy; an IPv6 /64
+	// counts as one address (default 20, so that one address cannot take
+	// more than a fifth of the default total).
+	MaxUnauthenticatedPerSource int
 	// KeepAlive is the interval of keepalive@openssh.com requests
 	// (default 30 seconds); three unanswered in a row close the
 	// connection.
@@ -106,9 +138,11 @@ type Config struct {
 
 const (
 	defaultIdleTimeout      = 10 * time.Minute
-	defaultHandshakeTimeout = 30 * time.Second
+	defaultHandshakeTimeout = 10 * time.Second
+	defaultAuthTimeout      = 60 * time.Second
 	defaultMaxSessions      = 10
 	defaultMaxUnauth        = 100
+	defaultMaxUnauthSource  = 20
 	defaultKeepAlive        = 30 * time.Second
 	// keepAliveMisses is how many unanswered keepalives end a connection;
 	// OpenSSH's ServerAliveCountMax default.
@@ -122,14 +156,34 @@ var ErrServerClosed = errors.New("ssh server closed")
 // missing repository and one the caller may not read.
 const msgDenied = "repository not found or access denied"
 
+// msgNoKey is the authentication banner for a client none of whose keys is
+// registered.
+const msgNoKey = "sluice: none of the SSH keys this client offered is registered. " +
+	"Add your public key to your Sluice account (or have an administrator add it), " +
+	"and check which keys ssh offers with ssh -v."
+
+// msgUnavailable answers every command of a connection whose key could not
+// be checked because the database is unreachable.
+const msgUnavailable = "sluice is temporarily unavailable: it cannot check SSH keys right now; try again shortly"
+
+// Exit statuses. Git prints our stderr and fails either way; the status is
+// for scripts that call ssh directly and want to know whether retrying can
+// help.
+const (
+	exitFailed = 1
+	// exitTempFail is sysexits.h's EX_TEMPFAIL: the server is unavailable
+	// or throttling, and the same command may succeed later.
+	exitTempFail = 75
+)
+
 // msgNoShell answers shell requests.
 const msgNoShell = "sluice does not provide shell access"
 
 // Permission extensions set by the authentication callbacks.
 const (
-	extKey   = "sluice-key"    // the wire-format public key
-	extKeyFP = "sluice-key-fp" // its SHA-256 fingerprint
-	extNoKey = "sluice-no-key" // keyboard-interactive: nobody
+	extKey          = "sluice-key"           // the wire-format public key
+	extKeyFP        = "sluice-key-fp"        // its SHA-256 fingerprint
+	extLookupFailed = "sluice-lookup-failed" // nobody: the key could not be looked up ("unavailable" or "internal")
 )
 
 // Server is the SSH server.
@@ -141,7 +195,8 @@ type Server struct {
 	logger   *slog.Logger
 	hostKeys []ssh.Signer
 	trusted  []netip.Prefix
-	unauth   chan struct{}
+	gate     *gate
+	refused  quietLog
 	m        metrics
 
 	// ctx ends when Shutdown gives up waiting: running git processes are
@@ -184,8 +239,15 @@ func New(cfg Config, svc *hosting.Service, authn *auth.Service, st store.Store, 
 	if cfg.MaxSessions <= 0 {
 		cfg.MaxSessions = defaultMaxSessions
 	}
+	if cfg.AuthTimeout <= 0 {
+		cfg.AuthTimeout = defaultAuthTimeout
+	}
+	cfg.AuthTimeout = max(cfg.AuthTimeout, cfg.HandshakeTimeout)
 	if cfg.MaxUnauthenticated <= 0 {
 		cfg.MaxUnauthenticated = defaultMaxUnauth
+	}
+	if cfg.MaxUnauthenticatedPerSource <= 0 {
+		cfg.MaxUnauthenticatedPerSource = defaultMaxUnauthSource
 	}
 	if cfg.KeepAlive == 0 {
 		cfg.KeepAlive = defaultKeepAlive
@@ -210,7 +272,8 @@ func New(cfg Config, svc *hosting.Service, authn *auth.Service, st store.Store, 
 		logger:    logger,
 		hostKeys:  keys,
 		trusted:   trustedNets,
-		unauth:    make(chan struct{}, cfg.MaxUnauthenticated),
+		gate:      newGate(cfg.MaxUnauthenticated, cfg.MaxUnauthenticatedPerSource),
+		refused:   quietLog{every: 10 * time.Second},
 		listeners: make(map[net.Listener]struct{}),
 		conns:     make(map[*conn]struct{}),
 		m: metrics{
@@ -310,10 +373,15 @@ func (s *Server) Serve(ln net.Listener) error {
 		}
 		delay = 0
 		c := &conn{s: s, raw: raw, start: time.Now()}
+		if !s.admit(c) {
+			raw.Close()
+			continue
+		}
 		c.touch()
 		s.mu.Lock()
 		if s.closing {
 			s.mu.Unlock()
+			c.pass.release()
 			raw.Close()
 			continue
 		}
@@ -322,6 +390,31 @@ func (s *Server) Serve(ln net.Listener) error {
 		s.mu.Unlock()
 		go c.serve()
 	}
+}
+
+// admit gives c its unauthenticated slot, or refuses it. It runs in the
+// accept loop, before any byte is read and before a goroutine is started,
+// so refusing a flood costs next to nothing, and the slots go to
+// connections in the order they were accepted.
+func (s *Server) admit(c *conn) bool {
+	remote := c.raw.RemoteAddr()
+	p, ok := s.gate.enter()
+	if !ok {
+		s.m.total.Inc()
+		s.refuse(remote, "too_many_unauthenticated", "too many unauthenticated connections", "server.ssh_max_unauthenticated", s.cfg.MaxUnauthenticated)
+		return false
+	}
+	// A trusted proxy carries many clients; its connections count against
+	// the address in their PROXY header instead, once serve has read it.
+	c.behindProxy = s.cfg.ProxyProtocol && trusted(s.trusted, remote)
+	if !c.behindProxy && !p.bind(remote) {
+		p.release()
+		s.m.total.Inc()
+		s.refuse(remote, "too_many_unauthenticated_source", "too many unauthenticated connections from this address", "server.ssh_max_unauthenticated_per_source", s.cfg.MaxUnauthenticatedPerSource)
+		return false
+	}
+	c.pass = p
+	return true
 }
 
 func (s *Server) isClosing() bool {
@@ -404,6 +497,14 @@ type conn struct {
 	// before NewServerConn returns) and read after it.
 	remote      string
 	rejectedKey bool
+	// pass is the connection's unauthenticated slot, taken in admit.
+	pass        *pass
+	behindProxy bool
+	toldNoKey   bool
+
+	// authErr is why the connection has no principal when the reason is
+	// the server's (a database that is down), not the client's key.
+	authErr error
 
 	sconn       *ssh.ServerConn
 	ctx         context.Context
@@ -439,34 +540,26 @@ func (c *conn) serve() {
 	defer s.m.active.Dec()
 	c.remote = c.raw.RemoteAddr().String()
 
-	select {
-	case s.unauth <- struct{}{}:
-	default:
-		s.m.authFailures.WithLabelValues("too_many_unauthenticated").Inc()
-		s.logger.Warn("ssh connection refused: too many unauthenticated connections", "remote_addr", c.remote, "limit", s.cfg.MaxUnauthenticated)
-		return
-	}
-	holding := true
-	release := func() {
-		if holding {
-			<-s.unauth
-			holding = false
-		}
-	}
-	defer release()
+	// The slot Serve took in admit is held until authentication
+	// completes.
+	defer c.pass.release()
 
 	ctx, cancel := context.WithCancel(s.ctx)
 	defer cancel()
 	c.ctx = ctx
 
-	_ = c.raw.SetDeadline(time.Now().Add(s.cfg.HandshakeTimeout))
-	nc, err := c.proxy()
+	_ = c.raw.SetDeadline(c.start.Add(s.cfg.HandshakeTimeout))
+	nc, err := c.proxy(c.behindProxy)
 	if err != nil {
 		s.m.authFailures.WithLabelValues("proxy_header").Inc()
 		s.logger.Warn("ssh connection refused: bad PROXY header", "remote_addr", c.remote, "err", err)
 		return
 	}
 	c.remote = nc.RemoteAddr().String()
+	if c.behindProxy && !c.pass.bind(nc.RemoteAddr()) {
+		s.refuse(nc.RemoteAddr(), "too_many_unauthenticated_source", "too many unauthenticated connections from this address", "server.ssh_max_unauthenticated_per_source", s.cfg.MaxUnauthenticatedPerSource)
+		return
+	}
 
 	sconn, chans, reqs, err := ssh.NewServerConn(nc, c.serverConfig())
 	if err != nil {
@@ -479,7 +572,7 @@ func (c *conn) serve() {
 			"duration_ms", time.Since(c.start).Milliseconds())
 		return
 	}
-	release()
+	c.pass.release()
 	_ = c.raw.SetDeadline(time.Time{})
 	c.sconn = sconn
 	defer sconn.Close()
@@ -521,14 +614,14 @@ func (c *conn) serve() {
 
 // proxy reads the PROXY header when the peer is a trusted proxy, and
 // refuses one from anyone else.
-func (c *conn) proxy() (net.Conn, error) {
+func (c *conn) proxy(fromTrusted bool) (net.Conn, error) {
 	s := c.s
 	if !s.cfg.ProxyProtocol {
 		return c.raw, nil
 	}
 	br := bufio.NewReaderSize(c.raw, 512)
 	pc := &proxiedConn{Conn: c.raw, r: br, remote: c.raw.RemoteAddr()}
-	if !trusted(s.trusted, c.raw.RemoteAddr()) {
+	if !fromTrusted {
 		if looksLikeProxyHeader(br) {
 			return nil, errors.New("PROXY header from a peer not in trusted proxies")
 		}
@@ -547,11 +640,28 @@ func (c *conn) proxy() (net.Conn, error) {
 	return pc, nil
 }
 
+// refuse logs and counts a connection closed before its handshake because
+// a bound on unauthenticated connections is reached. The log line is
+// rate-limited: a flood would otherwise write one per connection.
+func (s *Server) refuse(remote net.Addr, reason, why, key string, limit int) {
+	s.m.authFailures.WithLabelValues(reason).Inc()
+	if ok, left := s.refused.allow(time.Now()); ok {
+		s.logger.Warn("ssh connection refused: "+why, "remote_addr", remote.String(), "limit", limit, "setting", key,
+			"refused_unlogged", left)
+	}
+}
+
 func (c *conn) serverConfig() *ssh.ServerConfig {
 	cfg := &ssh.ServerConfig{
 		ServerVersion:               "SSH-2.0-Sluice",
 		PublicKeyCallback:           c.publicKey,
 		KeyboardInteractiveCallback: c.noKey,
+		// Called once the key exchange is done: the client has shown it
+		// speaks SSH, and from here it may wait on a person typing a
+		// passphrase.
+		PreAuthConnCallback: func(ssh.ServerPreAuthConn) {
+			_ = c.raw.SetDeadline(c.start.Add(c.s.cfg.AuthTimeout))
+		},
 	}
 	for _, k := range c.s.hostKeys {
 		cfg.AddHostKey(k)
@@ -562,14 +672,22 @@ func (c *conn) serverConfig() *ssh.ServerConfig {
 // publicKey answers whether a key is registered. It runs for keys the
 // client merely offers, so it records nothing about identity outside the
 // returned Permissions (see the package comment).
+//
+// When the key cannot be looked up at all (the database is down), the key
+// is accepted with Permissions that name no one and carry the failure:
+// refusing it would tell the client its key is unknown, and the session
+// that follows answers every command with "temporarily unavailable"
+// instead.
 func (c *conn) publicKey(_ ssh.ConnMetadata, key ssh.PublicKey) (*ssh.Permissions, error) {
 	fp := ssh.FingerprintSHA256(key)
-	if _, err := c.s.st.SSHKeyByFingerprint(c.ctx, fp); err != nil {
+	_, err := c.s.st.SSHKeyByFingerprint(c.ctx, fp)
+	switch {
+	case problem.Is(err, problem.NotFound):
 		c.rejectedKey = true
-		if !problem.Is(err, problem.NotFound) {
-			c.s.logger.Warn("ssh key lookup failed", "remote_addr", c.remote, "fingerprint", fp, "err", err)
-		}
 		return nil, errors.New("unknown public key")
+	case err != nil:
+		c.s.logger.Warn("ssh key lookup failed", "remote_addr", c.remote, "fingerprint", fp, "err", err)
+		return &ssh.Permissions{Extensions: map[string]string{extLookupFailed: failureKind(err)}}, nil
 	}
 	return &ssh.Permissions{Extensions: map[string]string{
 		extKey:   string(key.Marshal()),
@@ -577,11 +695,34 @@ func (c *conn) publicKey(_ ssh.ConnMetadata, key ssh.PublicKey) (*ssh.Permission
 	}}, nil
 }
 
-// noKey ends authentication for a client that has no registered key: it
-// asks nothing and identifies nobody, so the session answers every
-// command with msgDenied (see the package comment).
+// noKey answers keyboard-interactive, which OpenSSH tries once every key
+// it offered was refused: authentication fails, and the banner tells the
+// client why, once per connection (OpenSSH retries the method).
 func (c *conn) noKey(ssh.ConnMetadata, ssh.KeyboardInteractiveChallenge) (*ssh.Permissions, error) {
-	return &ssh.Permissions{Extensions: map[string]string{extNoKey: "1"}}, nil
+	err := errors.New("no registered key")
+	if c.toldNoKey {
+		return nil, err
+	}
+	c.toldNoKey = true
+	return nil, &ssh.BannerError{Err: err, Message: msgNoKey + "\n"}
+}
+
+// failureKind names what a failed lookup tells the user: a database that
+// is down is worth retrying; anything else is an internal error.
+func failureKind(err error) string {
+	if problem.Is(err, problem.Unavailable) {
+		return "unavailable"
+	}
+	return "internal"
+}
+
+// authFailure is the error every command of a session answers when the
+// server could not tell who the client is.
+func authFailure(kind string, cause error) error {
+	if kind == "unavailable" {
+		return problem.Wrap(problem.Unavailable, cause, msgUnavailable)
+	}
+	return problem.Wrap(problem.Internal, cause, "internal server error")
 }
 
 // authenticate resolves the principal from the connection's Permissions,
@@ -590,18 +731,22 @@ func (c *conn) noKey(ssh.ConnMetadata, ssh.KeyboardInteractiveChallenge) (*ssh.P
 func (c *conn) authenticate() string {
 	s := c.s
 	perms := c.sconn.Permissions
-	if perms == nil || perms.Extensions[extKey] == "" {
-		reason := "no_key"
-		if c.rejectedKey {
-			reason = "unknown_key"
-		}
-		s.m.authFailures.WithLabelValues(reason).Inc()
+	if perms == nil {
+		// Unreachable: every accepting callback returns Permissions.
+		s.m.authFailures.WithLabelValues("error").Inc()
+		c.authErr = authFailure("internal", errors.New("authenticated without permissions"))
 		return "none"
+	}
+	if kind := perms.Extensions[extLookupFailed]; kind != "" {
+		s.m.authFailures.WithLabelValues(kind).Inc()
+		c.authErr = authFailure(kind, errors.New("key lookup failed"))
+		return "publickey"
 	}
 	key, err := ssh.ParsePublicKey([]byte(perms.Extensions[extKey]))
 	if err != nil || ssh.FingerprintSHA256(key) != perms.Extensions[extKeyFP] {
 		s.m.authFailures.WithLabelValues("error").Inc()
 		s.logger.Error("ssh permissions hold an unreadable key", "remote_addr", c.remote, "err", err)
+		c.authErr = authFailure("internal", fmt.Errorf("unreadable key in permissions: %v", err))
 		return "publickey"
 	}
 	c.fingerprint = perms.Extensions[extKeyFP]
@@ -609,7 +754,8 @@ func (c *conn) authenticate() string {
 	if err != nil {
 		reason := "rejected_key"
 		if !problem.Is(err, problem.Unauthenticated) {
-			reason = "error"
+			reason = failureKind(err)
+			c.authErr = authFailure(reason, err)
 			s.logger.Warn("ssh key authentication failed", "remote_addr", c.remote, "fingerprint", c.fingerprint, "err", err)
 		}
 		s.m.authFailures.WithLabelValues(reason).Inc()
@@ -790,10 +936,16 @@ func (c *conn) exec(ch ssh.Channel, line, protocol string) {
 		return
 	}
 	if c.principal == nil {
+		if c.authErr != nil {
+			s.logger.Info("ssh command refused: the key could not be checked", "remote_addr", c.remote,
+				"service", cmd.Service, "repo", cmd.ProjectKey+"/"+cmd.Slug, "err", c.authErr)
+			exit(ch, exitStatus(c.authErr, stderr))
+			return
+		}
 		s.logger.Info("ssh command without a recognised key", "remote_addr", c.remote, "service", cmd.Service,
 			"repo", cmd.ProjectKey+"/"+cmd.Slug)
 		fmt.Fprintln(stderr, msgDenied)
-		exit(ch, 1)
+		exit(ch, exitFailed)
 		return
 	}
 	if !s.beginOp(c) {
@@ -836,14 +988,17 @@ func exitStatus(err error, stderr io.Writer) uint32 {
 			}
 			fmt.Fprintln(stderr, msg)
 		}
-		return 1
+		if pe.Kind == problem.Unavailable || pe.Kind == problem.Throttled {
+			return exitTempFail
+		}
+		return exitFailed
 	}
 	// git said why on stderr already; pass its status on.
 	if code := gitcmd.ExitCode(err); code > 0 && code < 256 {
 		return uint32(code)
 	}
 	fmt.Fprintln(stderr, problem.Message(err))
-	return 1
+	return exitFailed
 }
 
 // activity counts channel traffic for the idle timeout.
