@@ -125,6 +125,10 @@ func TestValidate(t *testing.T) {
 		{"throttle.target_cpu", "1.5", "throttle.target_cpu"},
 		{"cache.min_occurrences", "3", "cache.min_occurrences"},
 		{"log.level", "loud", "log.level"},
+		{"server.ssh_max_unauthenticated_per_source", "0", "server.ssh_max_unauthenticated_per_source"},
+		{"server.ssh_max_unauthenticated", "-1", "server.ssh_max_unauthenticated"},
+		{"server.ssh_handshake_timeout", "0s", "server.ssh_handshake_timeout"},
+		{"server.ssh_auth_timeout", "5s", "server.ssh_auth_timeout"},
 	}
 	for _, c := range cases {
 		cfg := Default()
