@@ -98,8 +98,8 @@ type diffResult struct {
 func (d *diffResult) json() ([]byte, error) {
 	d.renderOnce.Do(func() {
 		out := &Diff{FromHash: d.base, ToHash: d.from, Files: make([]FileDiff, 0, len(d.files)), Truncated: d.truncated}
-		for _, f := range d.files {
-			out.Files = append(out.Files, toFileDiff(f))
+		for i, f := range d.files {
+			out.Files = append(out.Files, d.fileDiff(i, f))
 		}
 		d.rendered, d.renderErr = encodeJSON(out)
 	})
@@ -114,6 +114,15 @@ func encodeJSON(v any) ([]byte, error) {
 		return nil, err
 	}
 	return buf.Bytes(), nil
+}
+
+// fileDiff is file i of the diff, marked truncated when it is the last one
+// of a diff that was cut: the cut falls inside or right after it, and
+// nothing stored says which, so it is not shown as whole.
+func (d *diffResult) fileDiff(i int, f fileText) FileDiff {
+	fd := toFileDiff(f)
+	fd.Truncated = d.truncated && i == len(d.files)-1
+	return fd
 }
 
 type fileText struct {
@@ -676,14 +685,20 @@ func (s *Service) Diff(ctx context.Context, pr *store.PullRequest, o DiffOptions
 		return nil, err
 	}
 	if o.Path == "" {
-		for _, f := range d.files {
-			out.Files = append(out.Files, toFileDiff(f))
+		for i, f := range d.files {
+			out.Files = append(out.Files, d.fileDiff(i, f))
 		}
 		out.Truncated = d.truncated
 		return out, nil
 	}
-	for _, f := range d.files {
+	for i, f := range d.files {
 		if f.dst == o.Path || (f.dst == "" && f.src == o.Path) {
+			if d.truncated && i == len(d.files)-1 {
+				// The stored diff may have been cut inside this file:
+				// compute it alone, within the same limits, which then
+				// tell whether it is whole.
+				return s.diffOnRequest(ctx, pr, o.Path, false)
+			}
 			out.Files = append(out.Files, toFileDiff(f))
 			return out, nil
 		}
