@@ -39,6 +39,14 @@
 //   - Merge checks live in one place (Service.checks). Each is off by default;
 //     a refusal lists every check that failed, not the first.
 //
+//   - Build statuses belong to repositories (builds.go): a report is
+//     stored for each repository, among those the reporter may read, that
+//     holds the commit (its branches and tags reach it, or it is an open
+//     pull request's source), and the build check of a pull request
+//     counts only its own repository's statuses. A commit id is the same
+//     in every repository that has it; a status reported through one must
+//     neither show to nor vouch for the readers of another.
+//
 //   - "Can it merge?" (CanMerge, asked by every view of an open pull
 //     request) runs the checks live but never merges on the request path
 //     when it need not: whether two commits merge under a strategy is
