@@ -25,7 +25,9 @@
 //     on every start (see globalConfig for why each key is there). Hooks are
 //     pinned with core.hooksPath to symlinks to sluice-hook (or, without it,
 //     scripts that exec `sluice hook`), so a hook file inside a repository
-//     is never run.
+//     is never run. Every object a push or a fetch brings in is checked
+//     (transfer.fsckObjects), and every malformed-tree class, mode 100666
+//     included, is an error rather than a warning (fsckTreeErrors).
 //
 //   - every process runs in its own process group, is bounded by
 //     Config.Timeout and its context, and on cancellation gets SIGTERM and,

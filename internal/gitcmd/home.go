@@ -52,6 +52,7 @@ func globalConfig(cfg Config, hooksDir string) []configEntry {
 		{"user", "name", "Sluice", "fallback identity for commits the server writes without an explicit one"},
 		{"user", "email", "sluice@localhost", "same"},
 	}
+	e = append(e, fsckConfig()...)
 	if cfg.MaxInputSize > 0 {
 		e = append(e, configEntry{"receive", "maxInputSize", strconv.FormatInt(cfg.MaxInputSize, 10), "the largest pack one push may send (git.max_input_size)"})
 	}
