@@ -42,8 +42,6 @@ func globalConfig(cfg Config, hooksDir string) []configEntry {
 		{"pack", "writeBitmapHashCache", "true", "the name-hash cache makes bitmap-based deltas better"},
 		{"core", "commitGraph", "true", "commit-graph files written by housekeeping are used"},
 		{"safe", "directory", "*", "repositories are owned by the server user but may live on shared storage with other owners; only the server reaches this config"},
-		{"uploadpack", "hideRefs", "refs/pull-requests", "pull request refs are server-managed and not part of the advertised history"},
-		{"receive", "hideRefs", "refs/pull-requests", "and clients may not push to them"},
 		{"protocol", "allow", "never", "the server itself only ever fetches between local repositories (fork sync); no ext::, fd:: or network transport"},
 		{"protocol \"file\"", "allow", "always", "local fetches between repositories on the repository filesystem"},
 		{"core", "alternateRefsCommand", "true", "receive-pack advertises no \".have\" lines for a fork's alternates: a fork's pushers must not learn the commit ids of a parent they may no longer read (pushes to forks then send all their objects)"},
@@ -51,6 +49,11 @@ func globalConfig(cfg Config, hooksDir string) []configEntry {
 		{"core", "packedRefsTimeout", "10000", "likewise for packed-refs.lock (default 1 s), contended by pack-refs and branch deletions"},
 		{"user", "name", "Sluice", "fallback identity for commits the server writes without an explicit one"},
 		{"user", "email", "sluice@localhost", "same"},
+	}
+	for _, h := range HiddenRefs {
+		e = append(e,
+			configEntry{"uploadpack", "hideRefs", h, "server-managed refs (HiddenRefs) are not part of the advertised history"},
+			configEntry{"receive", "hideRefs", h, "and clients may not push to them"})
 	}
 	e = append(e, fsckConfig()...)
 	if cfg.MaxInputSize > 0 {

@@ -56,6 +56,7 @@ import (
 	"github.com/sluice-scm/sluice/internal/auth"
 	"github.com/sluice-scm/sluice/internal/gitcmd"
 	"github.com/sluice-scm/sluice/internal/hooks"
+	"github.com/sluice-scm/sluice/internal/pktline"
 	"github.com/sluice-scm/sluice/internal/problem"
 	"github.com/sluice-scm/sluice/internal/repo"
 	"github.com/sluice-scm/sluice/internal/store"
@@ -116,6 +117,9 @@ type CacheRequest struct {
 	Protocol string
 	// Body is the whole stateless request body; nil for advertisements.
 	Body []byte
+	// Request is Body parsed, for protocol v2 (nil otherwise): hosting
+	// parses every v2 command once, and the cache need not again.
+	Request *pktline.UploadRequest
 }
 
 // Generate produces, into w, exactly what git answers to the request now. It
@@ -307,17 +311,18 @@ func (s *Service) Serve(ctx context.Context, op Op, stdin io.Reader, stdout io.W
 	t.in = in
 
 	version := gitcmd.ProtocolVersion(op.Protocol)
-	if op.Service == UploadPack && op.Stateless && (s.d.Cache != nil || s.d.Admission != nil && version == 2) {
-		// The cache keys on the whole request, and the queue progress
-		// depends on it; a stateless request is bounded (the transport
-		// caps the body).
+	if op.Service == UploadPack && op.Stateless && (s.d.Cache != nil || version == 2) {
+		// The cache keys on the whole request, the queue progress
+		// depends on it, and a protocol v2 fetch's wants are checked
+		// before git sees them (see checkWants); a stateless request is
+		// bounded (the transport caps the body).
 		body, err := io.ReadAll(in)
 		if err != nil {
 			return t.finish(readError(err))
 		}
 		return t.finish(s.serveStateless(ctx, op, r, t, body, out))
 	}
-	if s.d.Cache != nil && op.Service == UploadPack && version == 2 {
+	if op.Service == UploadPack && version == 2 {
 		return t.finish(s.classify(ctx, s.serveV2Session(ctx, op, r, t, in, out), out))
 	}
 	if s.d.Cache != nil && op.Service == UploadPack {
@@ -341,20 +346,30 @@ func (s *Service) Serve(ctx context.Context, op Op, stdin io.Reader, stdout io.W
 // packfile section alone tells its client about a queue wait (see
 // packfileWriter).
 func (s *Service) serveStateless(ctx context.Context, op Op, r *store.Repository, t *tracker, body []byte, out *countingWriter) error {
+	var ur *pktline.UploadRequest
+	if gitcmd.ProtocolVersion(op.Protocol) == 2 {
+		var err error
+		if ur, err = parseV2(body); err != nil {
+			return err
+		}
+	}
 	var dst io.Writer = out
 	var pw *packfileWriter
-	if s.d.Admission != nil && gitcmd.ProtocolVersion(op.Protocol) == 2 && earlyPackfile(body) {
+	if s.d.Admission != nil && ur != nil && earlyPackfile(ur, len(body)) {
 		pw = &packfileWriter{w: out}
 		dst = pw
 		ctx = WithProgress(ctx, pw.progress)
 	}
 	generate := func(ctx context.Context, w io.Writer) error {
+		if err := s.checkWants(ctx, r, ur); err != nil {
+			return err
+		}
 		return s.run(ctx, op, r, t, []string{"--stateless-rpc"}, bytes.NewReader(body), w, nil)
 	}
 	var err error
 	handled := false
 	if s.d.Cache != nil {
-		req := &CacheRequest{Repo: r, Op: op, Protocol: op.Protocol, Body: body}
+		req := &CacheRequest{Repo: r, Op: op, Protocol: op.Protocol, Body: body, Request: ur}
 		handled, err = s.d.Cache.Serve(ctx, req, dst, generate)
 		if handled {
 			t.cache = "served"
@@ -400,19 +415,35 @@ func (s *Service) serveV2Session(ctx context.Context, op Op, r *store.Repository
 		if err != nil {
 			return readError(err)
 		}
+		ur, err := parseV2(body)
+		if err != nil {
+			return reportRefusal(out, err)
+		}
 		generate := func(ctx context.Context, w io.Writer) error {
+			if err := s.checkWants(ctx, r, ur); err != nil {
+				return err
+			}
 			return s.run(ctx, op, r, t, []string{"--stateless-rpc"}, bytes.NewReader(body), w, nil)
 		}
-		if err := s.cached(ctx, &CacheRequest{Repo: r, Op: op, Protocol: op.Protocol, Body: body}, out, generate); err != nil {
-			return err
+		// Counted per command: a refusal before the command's first byte
+		// can still be told inside the protocol.
+		cmdOut := &countingWriter{w: out}
+		if err := s.cached(ctx, &CacheRequest{Repo: r, Op: op, Protocol: op.Protocol, Body: body, Request: ur}, cmdOut, generate); err != nil {
+			if cmdOut.n.Load() > 0 {
+				return err
+			}
+			return reportRefusal(out, err)
 		}
 	}
 }
 
-// cached answers req from the cache, or with generate when it declines.
+// cached answers req from the cache, or with generate when there is no
+// cache or it declines.
 func (s *Service) cached(ctx context.Context, req *CacheRequest, w io.Writer, generate Generate) error {
-	if handled, err := s.d.Cache.Serve(ctx, req, w, generate); handled {
-		return err
+	if s.d.Cache != nil {
+		if handled, err := s.d.Cache.Serve(ctx, req, w, generate); handled {
+			return err
+		}
 	}
 	return generate(ctx, w)
 }

@@ -48,9 +48,8 @@ var packfileHeader = []byte("000dpackfile\n")
 // earlyPackfile says whether git's response to the v2 request body starts
 // with the packfile section header, so that packfileWriter may send it
 // before git runs, and whether the client wants progress at all.
-func earlyPackfile(body []byte) bool {
-	ur, err := pktline.ParseUploadRequest(bytes.NewReader(body), 2, int64(len(body))+1)
-	if err != nil || len(ur.Raw) != len(body) {
+func earlyPackfile(ur *pktline.UploadRequest, bodyLen int) bool {
+	if len(ur.Raw) != bodyLen {
 		return false
 	}
 	// Without done git may answer with acknowledgments; shallow lines and

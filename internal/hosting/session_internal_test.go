@@ -135,7 +135,14 @@ func TestEarlyPackfile(t *testing.T) {
 		{"garbage", []byte("nonsense"), false},
 	}
 	for _, c := range cases {
-		if got := earlyPackfile(c.body); got != c.ok {
+		ur, err := parseV2(c.body)
+		if err != nil {
+			if c.ok {
+				t.Errorf("%s: %v", c.name, err)
+			}
+			continue
+		}
+		if got := earlyPackfile(ur, len(c.body)); got != c.ok {
 			t.Errorf("%s: %v, want %v", c.name, got, c.ok)
 		}
 	}

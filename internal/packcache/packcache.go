@@ -410,9 +410,13 @@ func (c *Cache) classify(ctx context.Context, req *hosting.CacheRequest) (*looku
 	} else {
 		// The body is the whole request, already bounded by the
 		// transport; the parser's limit only has to let all of it in.
-		ur, err := pktline.ParseUploadRequest(bytesReader(req.Body), version, int64(len(req.Body))+1)
-		if err != nil {
-			return nil, "unparsed request"
+		ur := req.Request
+		if ur == nil {
+			var err error
+			ur, err = pktline.ParseUploadRequest(bytesReader(req.Body), version, int64(len(req.Body))+1)
+			if err != nil {
+				return nil, "unparsed request"
+			}
 		}
 		if len(ur.Raw) != len(req.Body) {
 			// Bytes after the request git would also read: the key
