@@ -17,10 +17,11 @@ import (
 )
 
 // Branches and tags. Reads go through repo.Refs; every change is one
-// `git update-ref` run through gitcmd with the hook environment, so the
-// reference-transaction hook records it and bumps the refs generation as
-// for a push (pack caches keyed on the generation then cannot serve stale
-// data).
+// `git update-ref` run through gitcmd with the hook environment of the
+// caller, so the reference-transaction hook judges it against the branch
+// permissions exactly as a push is judged (a refusal names the rule, 403),
+// records it and bumps the refs generation as for a push (pack caches
+// keyed on the generation then cannot serve stale data).
 
 type refJSON struct {
 	ID              string `json:"id"`
@@ -205,6 +206,14 @@ func (c *call) createBranch() error {
 }
 
 func (c *call) refError(err error, what, ref string) error {
+	var ee *gitcmd.ExitError
+	if errors.As(err, &ee) {
+		// A branch permission refused the move in the hook: the rule
+		// is named, and it is the caller's to respect.
+		if msg, ok := hooks.Refusal(ee.Stderr); ok {
+			return problem.Wrap(problem.Forbidden, err, msg)
+		}
+	}
 	switch {
 	case refRejected(err):
 		return problem.Wrap(problem.Unavailable, err, "the ref change could not be recorded; try again")

@@ -193,7 +193,7 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger, opts Optio
 	// pack cache) is left alone.
 	system := &auth.Principal{Name: "sluice"}
 	a.Repos.SetHookEnv(func(repoID int64) ([]string, func()) {
-		return a.Hooks.Register(hooks.Request{RepoID: repoID, Principal: system, Transport: "housekeeping", PreservesRefs: true})
+		return a.Hooks.Register(hooks.Request{RepoID: repoID, Principal: system, Transport: "housekeeping", PreservesRefs: true, System: true})
 	})
 
 	a.Jobs, err = jobs.New(a.DB, jobs.Config{NodeID: nodeID}, logger, a.Registry)

@@ -102,7 +102,7 @@ func TestGitPush(t *testing.T) {
 	})
 
 	push := func(refspec string) (string, error) {
-		hookEnv, done := s.Register(Request{RepoID: 1, Transport: "test"})
+		hookEnv, done := s.Register(Request{RepoID: 1, Transport: "test", System: true})
 		defer done()
 		// git clears GIT_CONFIG_PARAMETERS for the other side of a local
 		// push, so the setting goes on receive-pack's own command line

@@ -106,10 +106,30 @@ type Config struct {
 }
 
 // Request is the context of one git process that may change refs.
+//
+// Every ref move in a Sluice repository runs git's reference-transaction
+// hook (hooks are pinned by gitcmd), and the hook refuses a git process
+// that was not registered here. A registration says who moves the refs: a
+// user (Principal), whose moves are judged by the Policy, or the server
+// itself (System), whose moves are not. So no code path can move a ref
+// without the branch-permission judgement by forgetting to call it: a push
+// is judged in pre-receive, with its objects in quarantine, and any other
+// move (REST, web, a merge) in the transaction's "prepared" phase, before
+// git takes the refs' new values.
 type Request struct {
 	RepoID    int64
 	Principal *auth.Principal
 	Transport string // "http", "ssh", "web", "api", …
+	// System marks server-managed moves that no user asked for: pull
+	// request refs, fork and mirror sync, repair, housekeeping. They are
+	// not judged but are recorded (the refs generation moves) like any
+	// other. Only server code sets it; a request with neither System nor
+	// a Principal may move no ref.
+	System bool
+	// ViaPullRequest marks the merge of a pull request (and the deletion
+	// of its source branch that may follow), which pull-request-only
+	// branch permissions allow.
+	ViaPullRequest bool
 	// PreservesRefs marks a command that rewrites how refs are stored but
 	// never what they point to (pack-refs: a ref is added to packed-refs,
 	// then its loose file removed). Its transactions are not recorded and
@@ -118,12 +138,15 @@ type Request struct {
 	PreservesRefs bool
 }
 
-// Policy decides whether a push may proceed. It runs in pre-receive with the
-// pushed objects still in quarantine; quarantineEnv holds the KEY=VALUE
-// variables (GIT_QUARANTINE_PATH, GIT_OBJECT_DIRECTORY,
-// GIT_ALTERNATE_OBJECT_DIRECTORIES) a git command needs to read them. A
-// problem.Error's message is shown to the user and should name the rule and
-// the ref; any other error is reported as an internal error.
+// Policy decides whether a user's ref moves may proceed. For a push it runs
+// in pre-receive with the pushed objects still in quarantine;
+// quarantineEnv holds the KEY=VALUE variables (GIT_QUARANTINE_PATH,
+// GIT_OBJECT_DIRECTORY, GIT_ALTERNATE_OBJECT_DIRECTORIES) a git command
+// needs to read them. For every other move by a user (REST, web, merges) it
+// runs in the reference-transaction's prepared phase with quarantineEnv
+// nil: the objects are in the repository already. A problem.Error's
+// message is shown to the user and should name the rule and the ref; any
+// other error is reported as an internal error.
 type Policy interface {
 	CheckPush(ctx context.Context, req Request, updates []RefUpdate, quarantineEnv []string) error
 }
@@ -165,6 +188,9 @@ type registration struct {
 	// pushed collects the committed updates, one per ref, in first-seen
 	// order, for the OnPushed listeners.
 	pushed []RefUpdate
+	// judged holds the updates pre-receive let through ("old new ref"),
+	// which the prepared phase need not judge again.
+	judged map[string]bool
 }
 
 // addPushed merges updates into r.pushed: git may report one ref in more
@@ -537,7 +563,87 @@ func (s *Server) preReceive(ctx context.Context, log *slog.Logger, r *registrati
 		log.Error("push policy", "err", err)
 		return hookclient.Response{Code: 1, Message: "sluice: push policy could not be checked; try again"}, outcomeError
 	}
+	r.markJudged(updates)
 	return hookclient.Response{}, outcomeOK
+}
+
+func updateKey(u RefUpdate) string { return u.Old + " " + u.New + " " + u.Ref }
+
+func (r *registration) markJudged(updates []RefUpdate) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.judged == nil {
+		r.judged = map[string]bool{}
+	}
+	for _, u := range updates {
+		r.judged[updateKey(u)] = true
+	}
+}
+
+// RefusedPrefix begins every line of a ref move the prepared phase refused
+// on a branch permission, as git relays it on stderr; Refusal finds it.
+const RefusedPrefix = "sluice: refused: "
+
+// Refusal returns the reason the reference-transaction hook gave for
+// refusing a user's ref move, from the stderr of the git command that
+// tried it, and whether there was one.
+func Refusal(stderr string) (string, bool) {
+	var msgs []string
+	for _, line := range strings.Split(stderr, "\n") {
+		line = strings.TrimSpace(line)
+		if m, ok := strings.CutPrefix(line, RefusedPrefix); ok {
+			msgs = append(msgs, m)
+		}
+	}
+	return strings.Join(msgs, "; "), len(msgs) > 0
+}
+
+// judge runs the Policy over the updates of a prepared transaction that no
+// pre-receive judged: a user's moves outside a push. System moves are not
+// judged. Lines for HEAD (and other names outside refs/) are the log-only
+// echo of the branch HEAD points at, which is judged under its own name.
+func (s *Server) judge(ctx context.Context, log *slog.Logger, r *registration, updates []RefUpdate) (hookclient.Response, string, bool) {
+	if r.req.System || r.req.PreservesRefs {
+		return hookclient.Response{}, "", true
+	}
+	if r.req.Principal == nil {
+		log.Error("ref move by a request with no actor; refusing it")
+		return hookclient.Response{Code: 1, Message: "sluice: ref update refused: no actor"}, outcomeRefused, false
+	}
+	var todo []RefUpdate
+	r.mu.Lock()
+	for _, u := range updates {
+		if strings.HasPrefix(u.Ref, "refs/") && !r.judged[updateKey(u)] {
+			todo = append(todo, u)
+		}
+	}
+	r.mu.Unlock()
+	s.mu.Lock()
+	policy := s.policy
+	s.mu.Unlock()
+	if len(todo) == 0 || policy == nil {
+		return hookclient.Response{}, "", true
+	}
+	for _, u := range todo {
+		if err := CheckRefName(u.Ref); err != nil {
+			return hookclient.Response{Code: 1, Message: RefusedPrefix + problem.Message(err)}, outcomeRejected, false
+		}
+	}
+	if err := policy.CheckPush(ctx, r.req, todo, nil); err != nil {
+		var pe *problem.Error
+		if errors.As(err, &pe) && pe.Kind != problem.Internal {
+			log.Info("ref update rejected by policy", "reason", pe.Message, "transport", r.req.Transport)
+			lines := strings.Split(pe.Message, "\nsluice: ")
+			for i := range lines {
+				lines[i] = RefusedPrefix + lines[i]
+			}
+			return hookclient.Response{Code: 1, Message: strings.Join(lines, "\n")}, outcomeRejected, false
+		}
+		log.Error("ref update policy", "err", err)
+		return hookclient.Response{Code: 1, Message: "sluice: branch permissions could not be checked; nothing was changed, try again"}, outcomeError, false
+	}
+	r.markJudged(todo)
+	return hookclient.Response{}, "", true
 }
 
 // quarantineEnv checks the variables the client forwarded: only the known
@@ -614,6 +720,9 @@ func (s *Server) referenceTransaction(ctx context.Context, log *slog.Logger, r *
 	}
 	switch phase {
 	case "prepared":
+		if resp, outcome, ok := s.judge(ctx, log, r, updates); !ok {
+			return resp, outcome
+		}
 		id, err := s.st.BeginRefTxn(ctx, r.req.RepoID, s.cfg.NodeID, input)
 		if err != nil {
 			log.Error("record ref transaction; aborting the update", "err", err)

@@ -290,7 +290,7 @@ func TestPreReceive(t *testing.T) {
 func TestQuarantineEnvChecked(t *testing.T) {
 	s := newTestServer(t, Config{})
 	s.SetPolicy(&recordingPolicy{})
-	env, done := s.Register(Request{RepoID: 1})
+	env, done := s.Register(Request{RepoID: 1, System: true})
 	defer done()
 	env = append(env, "GIT_OBJECT_DIRECTORY=relative/objects")
 	code, stderr := run(t, env, "pre-receive", nil, line(zero, oidA, "refs/heads/main"))
@@ -313,7 +313,7 @@ func TestReferenceTransaction(t *testing.T) {
 		}
 		changed = append(changed, updates...)
 	})
-	env, done := s.Register(Request{RepoID: 42})
+	env, done := s.Register(Request{RepoID: 42, System: true})
 	defer done()
 	in := line(oidA, oidB, "refs/heads/main")
 
@@ -388,7 +388,7 @@ func TestReferenceTransaction(t *testing.T) {
 // every prepared must be paired with its own end.
 func TestNestedTransactions(t *testing.T) {
 	s := newTestServer(t, Config{})
-	env, done := s.Register(Request{RepoID: 1})
+	env, done := s.Register(Request{RepoID: 1, System: true})
 	defer done()
 	del := line(oidA, zero, "refs/heads/old")
 	other := line(zero, oidB, "refs/heads/new")
@@ -413,7 +413,7 @@ func TestNestedTransactions(t *testing.T) {
 func TestPreparedStoreFailureAborts(t *testing.T) {
 	s := newTestServer(t, Config{})
 	s.st.set(func() { s.st.failBegin = true })
-	env, done := s.Register(Request{RepoID: 5})
+	env, done := s.Register(Request{RepoID: 5, System: true})
 	defer done()
 	in := line(oidA, oidB, "refs/heads/main")
 	code, stderr := run(t, env, "reference-transaction", []string{"prepared"}, in)
@@ -439,7 +439,7 @@ func TestDoneEndsOpenTransactions(t *testing.T) {
 	s := newTestServer(t, Config{})
 	var changed int
 	s.OnRefsChanged(func(int64, []RefUpdate) { changed++ })
-	env, done := s.Register(Request{RepoID: 9})
+	env, done := s.Register(Request{RepoID: 9, System: true})
 	in := line(oidA, oidB, "refs/heads/main")
 	if code, _ := run(t, env, "reference-transaction", []string{"prepared"}, in); code != 0 {
 		t.Fatal("prepared failed")
@@ -464,7 +464,7 @@ func TestDoneEndsOpenTransactions(t *testing.T) {
 
 func TestEndFailureRetriedAtDone(t *testing.T) {
 	s := newTestServer(t, Config{})
-	env, done := s.Register(Request{RepoID: 9})
+	env, done := s.Register(Request{RepoID: 9, System: true})
 	in := line(oidA, oidB, "refs/heads/main")
 	run(t, env, "reference-transaction", []string{"prepared"}, in)
 	s.st.set(func() { s.st.failEnd = true })
@@ -534,7 +534,7 @@ func TestOnPushedAtDone(t *testing.T) {
 
 func TestClientRefusals(t *testing.T) {
 	s := newTestServer(t, Config{})
-	env, done := s.Register(Request{RepoID: 1})
+	env, done := s.Register(Request{RepoID: 1, System: true})
 	defer done()
 	in := line(oidA, oidB, "refs/heads/main")
 	badToken := []string{hookclient.EnvSocket + "=" + s.SocketPath(), hookclient.EnvToken + "=" + strings.Repeat("ab", 32)}
@@ -642,7 +642,7 @@ func TestServerSocket(t *testing.T) {
 		if len(path) >= maxSocketPath || strings.HasPrefix(path, long) {
 			t.Errorf("socket path %q (%d bytes)", path, len(path))
 		}
-		env, done := s.Register(Request{RepoID: 1})
+		env, done := s.Register(Request{RepoID: 1, System: true})
 		code, stderr := run(t, env, "pre-receive", nil, "")
 		done()
 		if code != 0 {
@@ -661,7 +661,7 @@ func TestServerSocket(t *testing.T) {
 			t.Fatal("two servers got the same socket")
 		}
 		// A token is only good at the server that issued it.
-		env, done := a.Register(Request{RepoID: 1})
+		env, done := a.Register(Request{RepoID: 1, System: true})
 		defer done()
 		env[0] = hookclient.EnvSocket + "=" + b.SocketPath()
 		if code, _ := run(t, env, "pre-receive", nil, ""); code == 0 {
@@ -678,7 +678,7 @@ func TestConcurrentCalls(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			env, done := s.Register(Request{RepoID: int64(100 + i)})
+			env, done := s.Register(Request{RepoID: int64(100 + i), System: true})
 			defer done()
 			in := line(zero, oidA, fmt.Sprintf("refs/heads/b%d", i))
 			for _, phase := range []string{"prepared", "committed"} {
@@ -721,7 +721,7 @@ func TestSQLiteStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	env, done := s.Register(Request{RepoID: r.ID})
+	env, done := s.Register(Request{RepoID: r.ID, System: true})
 	in := line(zero, oidA, "refs/heads/main")
 	if code, stderr := run(t, env, "reference-transaction", []string{"prepared"}, in); code != 0 {
 		t.Fatalf("prepared: exit %d, %q", code, stderr)
@@ -860,5 +860,79 @@ func TestQuarantineEnvCleaned(t *testing.T) {
 				t.Fatalf("quarantineEnv = %v, %v; want %v", got, err, tc.want)
 			}
 		})
+	}
+}
+
+// TestPreparedJudgesUserMoves: a user's move outside a push is judged in
+// the prepared phase (refused with the rule, nothing recorded); what
+// pre-receive judged is not judged twice; system moves are not judged; a
+// request with no actor moves nothing.
+func TestPreparedJudgesUserMoves(t *testing.T) {
+	s := newTestServer(t, Config{})
+	pol := &recordingPolicy{err: problem.New(problem.Forbidden, `branch "main" is read-only (branch permission #4: read-only on main)`)}
+	s.SetPolicy(pol)
+	user := &auth.Principal{UserID: 3, Name: "bob"}
+	in := line(oidA, oidB, "refs/heads/main") + line(oidA, oidB, "HEAD")
+
+	env, done := s.Register(Request{RepoID: 1, Principal: user, Transport: "rest"})
+	code, stderr := run(t, env, "reference-transaction", []string{"prepared"}, in)
+	done()
+	if code == 0 {
+		t.Fatalf("refused move went through")
+	}
+	msg, ok := Refusal(stderr)
+	if !ok || !strings.Contains(msg, "branch permission #4") {
+		t.Errorf("refusal %q (%v) from stderr %q", msg, ok, stderr)
+	}
+	if len(pol.updates) != 1 || pol.updates[0].Ref != "refs/heads/main" || pol.qenv != nil {
+		t.Errorf("policy saw %+v, qenv %v; want the branch alone, no quarantine", pol.updates, pol.qenv)
+	}
+	if got := state(t, s.st, 1); got.Generation != 0 || got.Pending != 0 {
+		t.Errorf("refused move recorded: %+v", got)
+	}
+
+	// A merge carries ViaPullRequest to the policy.
+	pol.err = nil
+	env, done = s.Register(Request{RepoID: 1, Principal: user, Transport: "pull", ViaPullRequest: true})
+	if code, stderr := run(t, env, "reference-transaction", []string{"prepared"}, in); code != 0 {
+		t.Fatalf("allowed merge: exit %d %q", code, stderr)
+	}
+	if !pol.req.ViaPullRequest {
+		t.Errorf("policy did not hear the move is a merge")
+	}
+	run(t, env, "reference-transaction", []string{"committed"}, in)
+	done()
+
+	// Judged once: pre-receive passed it, prepared does not ask again.
+	env, done = s.Register(Request{RepoID: 1, Principal: user, Transport: "http"})
+	if code, _ := run(t, env, "pre-receive", nil, line(oidB, oidA, "refs/heads/main")); code != 0 {
+		t.Fatalf("pre-receive refused")
+	}
+	pol.err = errors.New("must not be asked again")
+	if code, stderr := run(t, env, "reference-transaction", []string{"prepared"}, line(oidB, oidA, "refs/heads/main")); code != 0 {
+		t.Fatalf("prepared after pre-receive: exit %d %q", code, stderr)
+	}
+	run(t, env, "reference-transaction", []string{"committed"}, line(oidB, oidA, "refs/heads/main"))
+	done()
+
+	// The server's own moves are recorded, not judged.
+	pol.updates = nil
+	env, done = s.Register(Request{RepoID: 2, System: true, Transport: "pull"})
+	if code, stderr := run(t, env, "reference-transaction", []string{"prepared"}, line(zero, oidA, "refs/pull-requests/1/from")); code != 0 {
+		t.Fatalf("system move: exit %d %q", code, stderr)
+	}
+	done()
+	if pol.updates != nil {
+		t.Errorf("system move judged: %+v", pol.updates)
+	}
+	if got := state(t, s.st, 2); got.Generation == 0 {
+		t.Errorf("system move not recorded: %+v", got)
+	}
+
+	// No actor, no move.
+	env, done = s.Register(Request{RepoID: 3, Transport: "api"})
+	defer done()
+	if code, _ := run(t, env, "reference-transaction", []string{"prepared"}, line(zero, oidA, "refs/heads/x")); code == 0 {
+		t.Errorf("a move with no actor went through")
 	}
 }

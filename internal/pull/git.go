@@ -201,10 +201,12 @@ func (s *Service) revList(ctx context.Context, dir, from, not string) ([]string,
 var errRefMoved = errors.New("ref moved")
 
 // updateRef moves ref from old to new (new zero: delete) as p, through the
-// hooks server so the refs generation moves and listeners hear of it.
+// hooks server so the refs generation moves, listeners hear of it and, for
+// a user, the branch permissions judge it (viaPull: as the merge of a pull
+// request). p nil is the server itself (pull request refs).
 // old "" means "whatever it is"; zero means "must not exist".
-func (s *Service) updateRef(ctx context.Context, repoID int64, p *auth.Principal, ref, newOID, old string) error {
-	env, done := s.hookEnv(repoID, p)
+func (s *Service) updateRef(ctx context.Context, repoID int64, p *auth.Principal, viaPull bool, ref, newOID, old string) error {
+	env, done := s.hookEnvFor(repoID, p, viaPull)
 	defer done()
 	var flags, args []string
 	if isZero(newOID) {
@@ -219,6 +221,11 @@ func (s *Service) updateRef(ctx context.Context, repoID int64, p *auth.Principal
 	err := s.git.Run(context.WithoutCancel(ctx), gitcmd.Cmd{Dir: s.repos.Path(repoID), Name: "update-ref", Flags: flags, Args: args, Env: env})
 	if err != nil {
 		var ee *gitcmd.ExitError
+		if errors.As(err, &ee) {
+			if msg, ok := hooks.Refusal(ee.Stderr); ok {
+				return problem.Wrap(problem.Forbidden, err, msg)
+			}
+		}
 		if errors.As(err, &ee) && (strings.Contains(ee.Stderr, "but expected") || strings.Contains(ee.Stderr, "cannot lock ref") ||
 			strings.Contains(ee.Stderr, "reference already exists") || strings.Contains(ee.Stderr, "unable to resolve reference")) {
 			return fmt.Errorf("%w: %s", errRefMoved, ee.Stderr)
@@ -228,14 +235,20 @@ func (s *Service) updateRef(ctx context.Context, repoID int64, p *auth.Principal
 	return nil
 }
 
+// hookEnv registers a system move (pull request refs, fork copies).
 func (s *Service) hookEnv(repoID int64, p *auth.Principal) ([]string, func()) {
+	return s.hookEnvFor(repoID, p, false)
+}
+
+// hookEnvFor registers a move by p, or by the server itself when p is nil.
+func (s *Service) hookEnvFor(repoID int64, p *auth.Principal, viaPull bool) ([]string, func()) {
 	if s.hooks == nil {
 		return nil, func() {}
 	}
 	if p == nil {
-		p = &auth.Principal{Name: "sluice"}
+		return s.hooks.Register(hooks.Request{RepoID: repoID, Principal: &auth.Principal{Name: "sluice"}, Transport: "pull", System: true})
 	}
-	return s.hooks.Register(hooks.Request{RepoID: repoID, Principal: p, Transport: "pull"})
+	return s.hooks.Register(hooks.Request{RepoID: repoID, Principal: p, Transport: "pull", ViaPullRequest: viaPull})
 }
 
 // fetchRef copies ref of repository from (with the objects it needs) into

@@ -308,7 +308,7 @@ func (s *Service) Merge(ctx context.Context, p *auth.Principal, target *store.Re
 		if tip, err = s.build(ctx, dir, nil, strategy, to, pr, target, id, o.Message); err != nil {
 			return nil, err
 		}
-		err = s.updateRef(ctx, pr.RepoID, p, pr.ToRef, tip, to)
+		err = s.updateRef(ctx, pr.RepoID, p, true, pr.ToRef, tip, to)
 		if err == nil {
 			break
 		}
@@ -325,7 +325,7 @@ func (s *Service) Merge(ctx context.Context, p *auth.Principal, target *store.Re
 	}
 	s.activity(ctx, pr.ID, actorID(p), "MERGED", 0, map[string]string{"strategy": strategy, "commit": tip, "previousTarget": to})
 	if o.DeleteSource && pr.FromRepoID == pr.RepoID {
-		if err := s.updateRef(ctx, pr.FromRepoID, p, pr.FromRef, zeroOID, pr.FromSHA); err != nil {
+		if err := s.updateRef(ctx, pr.FromRepoID, p, true, pr.FromRef, zeroOID, pr.FromSHA); err != nil {
 			s.logger.Warn("delete source branch after merge", "pr_id", pr.ID, "err", err)
 		}
 	}

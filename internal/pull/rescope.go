@@ -214,7 +214,7 @@ func (s *Service) preview(ctx context.Context, pr *store.PullRequest) error {
 	}
 	if len(conflicts) > 0 {
 		if cur, _ := s.resolve(ctx, dir, ref); cur != "" {
-			if err := s.updateRef(ctx, pr.RepoID, nil, ref, zeroOID, ""); err != nil {
+			if err := s.updateRef(ctx, pr.RepoID, nil, false, ref, zeroOID, ""); err != nil {
 				s.logger.Warn("remove merge ref", "pr_id", pr.ID, "err", err)
 			}
 		}
@@ -228,7 +228,7 @@ func (s *Service) preview(ctx context.Context, pr *store.PullRequest) error {
 	if err != nil {
 		return err
 	}
-	if err := s.updateRef(ctx, pr.RepoID, nil, ref, commit, ""); err != nil {
+	if err := s.updateRef(ctx, pr.RepoID, nil, false, ref, commit, ""); err != nil {
 		return err
 	}
 	return s.ps.SetMergeStatus(ctx, pr.ID, pr.FromSHA, pr.ToSHA, mergeClean, "")

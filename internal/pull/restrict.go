@@ -176,16 +176,21 @@ func (s *Service) judge(ctx context.Context, p *auth.Principal, rs []store.Branc
 	return msgs, nil
 }
 
-// CheckPush is the pre-receive policy (hooks.Policy): a push to a fork
-// may not borrow objects of the parent (forkpush.go), and every ref update
-// of the push is judged against the repository's and its project's branch
-// permissions, with the pushed objects read from quarantine.
+// CheckPush is the branch-permission judgement of every user's ref move
+// (hooks.Policy): pushes in pre-receive, with the pushed objects read from
+// quarantine, and server-side moves (REST, web, merges) in the
+// reference-transaction's prepared phase, with quarantineEnv nil. Every
+// update is judged against the repository's and its project's branch
+// permissions; a pull request merge (req.ViaPullRequest) is what
+// pull-request-only allows. A push to a fork may also not borrow objects
+// of the parent (forkpush.go); server-side moves name commits the fork's
+// refs already reach, which the REST handlers check.
 func (s *Service) CheckPush(ctx context.Context, req hooks.Request, updates []hooks.RefUpdate, quarantineEnv []string) error {
 	rp, err := s.st.RepoByID(ctx, req.RepoID)
 	if err != nil {
 		return err
 	}
-	if rp.ForkOf != 0 {
+	if rp.ForkOf != 0 && quarantineEnv != nil {
 		if err := s.checkForkPush(ctx, req, rp, updates, quarantineEnv); err != nil {
 			return err
 		}
@@ -199,7 +204,7 @@ func (s *Service) CheckPush(ctx context.Context, req hooks.Request, updates []ho
 	var msgs []string
 	for _, u := range updates {
 		u := u
-		m, err := s.judge(ctx, req.Principal, rs, refChange{ref: u.Ref, old: u.Old, new: u.New}, false, groups, func() (bool, error) {
+		m, err := s.judge(ctx, req.Principal, rs, refChange{ref: u.Ref, old: u.Old, new: u.New}, req.ViaPullRequest, groups, func() (bool, error) {
 			return s.isAncestor(ctx, dir, u.Old, u.New, quarantineEnv)
 		})
 		if err != nil {

@@ -206,7 +206,7 @@ func (s *Service) syncFromRef(ctx context.Context, pr *store.PullRequest) error 
 		return nil
 	}
 	if pr.FromRepoID == pr.RepoID {
-		return s.updateRef(ctx, pr.RepoID, nil, ref, pr.FromSHA, "")
+		return s.updateRef(ctx, pr.RepoID, nil, false, ref, pr.FromSHA, "")
 	}
 	if err := s.fetchRef(ctx, pr.RepoID, pr.FromRepoID, pr.FromRef, ref); err != nil {
 		return err
