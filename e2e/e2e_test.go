@@ -5,7 +5,9 @@
 //
 // Extra commands:
 //
-//	serve [flags]        start `sluice serve` on a random port; sets $URL and $HOSTPORT
+//	serve [flags]        start `sluice serve` on random ports; sets $URL and $HOSTPORT
+//	                     for HTTP, and $SSHURL (ssh://git@HOST:PORT) and
+//	                     $SSHHOSTPORT for SSH unless --ssh-addr '' turns it off
 //	stop                 stop the server serve started
 //	envstdout NAME       set $NAME to the trimmed stdout of the previous command
 //	httpget URL [status] GET URL, expect status (default 200); body becomes stdout
@@ -67,13 +69,24 @@ func TestScenarios(t *testing.T) {
 	})
 }
 
-var listening = regexp.MustCompile(`listening on http://(127\.0\.0\.1:\d+)`)
+var (
+	listening    = regexp.MustCompile(`listening on http://(127\.0\.0\.1:\d+)`)
+	listeningSSH = regexp.MustCompile(`Git over SSH on ssh://git@(127\.0\.0\.1:\d+)`)
+)
 
 func cmdServe(ts *testscript.TestScript, neg bool, args []string) {
 	if neg {
 		ts.Fatalf("unsupported: ! serve")
 	}
-	argv := append([]string{"serve", "--data", ts.MkAbs("data"), "--http-addr", "127.0.0.1:0", "--ssh-addr", ""}, args...)
+	argv := append([]string{"serve", "--data", ts.MkAbs("data"), "--http-addr", "127.0.0.1:0", "--ssh-addr", "127.0.0.1:0"}, args...)
+	// serve prints the SSH address on the line after the HTTP one, unless
+	// the scenario turned SSH off.
+	wantSSH := true
+	for i, a := range args {
+		if a == "--ssh-addr=" || (a == "--ssh-addr" && i+1 < len(args) && args[i+1] == "") {
+			wantSSH = false
+		}
+	}
 	cmd := exec.Command(ts.Getenv("SLUICE"), argv...)
 	cmd.Dir = ts.MkAbs(".")
 	var env []string
@@ -104,21 +117,33 @@ func cmdServe(ts *testscript.TestScript, neg bool, args []string) {
 	}
 	ts.Defer(stop)
 	servers.Store(ts, stop)
-	found := make(chan string, 1)
+	type addrs struct{ http, ssh string }
+	found := make(chan addrs, 1)
 	go func() {
+		var a addrs
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
 			if m := listening.FindStringSubmatch(sc.Text()); m != nil {
-				found <- m[1]
+				a.http = m[1]
+			}
+			if m := listeningSSH.FindStringSubmatch(sc.Text()); m != nil {
+				a.ssh = m[1]
+			}
+			if a.http != "" && (a.ssh != "" || !wantSSH) {
+				found <- a
 				break
 			}
 		}
 		io.Copy(io.Discard, stdout)
 	}()
 	select {
-	case hp := <-found:
-		ts.Setenv("HOSTPORT", hp)
-		ts.Setenv("URL", "http://"+hp)
+	case a := <-found:
+		ts.Setenv("HOSTPORT", a.http)
+		ts.Setenv("URL", "http://"+a.http)
+		if a.ssh != "" {
+			ts.Setenv("SSHHOSTPORT", a.ssh)
+			ts.Setenv("SSHURL", "ssh://git@"+a.ssh)
+		}
 	case <-time.After(30 * time.Second):
 		log, _ := os.ReadFile(ts.MkAbs("server.log"))
 		ts.Fatalf("server did not start; log:\n%s", log)
