@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/sluice-scm/sluice/internal/pull"
+	"github.com/sluice-scm/sluice/internal/repo"
 )
 
 // newPulls builds the pull request service. It registers its job handlers,
@@ -24,6 +25,7 @@ func (a *App) newPulls() error {
 		Registerer:    a.Registry,
 		Config: pull.Config{
 			WebhookAllow: cfg.WebhookAllow(),
+			PushLimits:   repo.PushLimits{MaxBlobSize: int64(cfg.Git.MaxBlobSize), MaxTreeDepth: cfg.Git.MaxTreeDepth},
 			SMTP: pull.SMTPConfig{
 				Host:     cfg.SMTP.Host,
 				Port:     cfg.SMTP.Port,

@@ -145,6 +145,9 @@ type Config struct {
 	WebhookAttempts int
 	// SMTP sends notification email; an empty Host sends none.
 	SMTP SMTPConfig
+	// PushLimits bound the objects one push may add (git.max_blob_size,
+	// git.max_tree_depth); pre-receive checks them in quarantine.
+	PushLimits repo.PushLimits
 }
 
 func (c *Config) defaults() {

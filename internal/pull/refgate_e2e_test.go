@@ -6,7 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sluice-scm/sluice/internal/config"
 	"github.com/sluice-scm/sluice/internal/store"
+	"github.com/sluice-scm/sluice/internal/testbed"
 )
 
 // TestEveryRefMoveIsJudged: REST branch and tag creation and deletion are
@@ -109,5 +111,50 @@ func TestEveryRefMoveIsJudged(t *testing.T) {
 	refused("delete locked tag", rtags, code, raw)
 	if tip("refs/tags/locked-2") == "" {
 		t.Errorf("locked tag deleted")
+	}
+}
+
+// TestPushObjectLimits: the pre-receive policy refuses a push that adds a
+// blob over git.max_blob_size or a tree deeper than git.max_tree_depth,
+// naming the setting, and no ref moves.
+func TestPushObjectLimits(t *testing.T) {
+	w := newWorldOpts(t, testbed.NodeOptions{Configure: func(c *config.Config) {
+		c.Git.MaxBlobSize = 4096
+		c.Git.MaxTreeDepth = 8
+	}})
+	before := w.git("rev-parse", "main")
+	pushErr := func(ref string) string {
+		_, err := testbed.GitErr(w.work, "push", "-q", "origin", ref)
+		if err == nil {
+			return ""
+		}
+		return err.Error()
+	}
+	w.git("checkout", "-q", "-b", "big", "main")
+	w.write("zeros.bin", strings.Repeat("\x00", 64<<10))
+	w.commit("big blob")
+	if msg := pushErr("big"); !strings.Contains(msg, "git.max_blob_size") {
+		t.Errorf("big blob push: %q", msg)
+	}
+	w.git("checkout", "-q", "-b", "deep", "main")
+	w.write(strings.Repeat("d/", 12)+"leaf.txt", "leaf\n")
+	w.commit("deep tree")
+	if msg := pushErr("deep"); !strings.Contains(msg, "git.max_tree_depth") {
+		t.Errorf("deep tree push: %q", msg)
+	}
+	for _, ref := range []string{"refs/heads/big", "refs/heads/deep"} {
+		if sha, _ := w.n.App.Repos.ResolveCommit(t.Context(), w.repo.ID, ref); sha != "" {
+			t.Errorf("%s exists after a refused push", ref)
+		}
+	}
+	if sha, _ := w.n.App.Repos.ResolveCommit(t.Context(), w.repo.ID, "refs/heads/main"); sha != before {
+		t.Errorf("main moved")
+	}
+	// Within the limits, pushes go through.
+	w.git("checkout", "-q", "-b", "fine", "main")
+	w.write(strings.Repeat("d/", 3)+"leaf.txt", strings.Repeat("x", 1000))
+	w.commit("fine")
+	if msg := pushErr("fine"); msg != "" {
+		t.Errorf("push within the limits: %q", msg)
 	}
 }

@@ -190,6 +190,17 @@ func (s *Service) CheckPush(ctx context.Context, req hooks.Request, updates []ho
 	if err != nil {
 		return err
 	}
+	if quarantineEnv != nil {
+		var tips []string
+		for _, u := range updates {
+			if !isZero(u.New) {
+				tips = append(tips, u.New)
+			}
+		}
+		if err := s.repos.CheckPushedObjects(ctx, s.repos.Path(rp.ID), quarantineEnv, tips, s.cfg.PushLimits); err != nil {
+			return err
+		}
+	}
 	if rp.ForkOf != 0 && quarantineEnv != nil {
 		if err := s.checkForkPush(ctx, req, rp, updates, quarantineEnv); err != nil {
 			return err
