@@ -65,8 +65,9 @@
 // where a person may be (AuthTimeout, for typing a key's passphrase).
 // Sessions per connection are bounded; a connection with no channel
 // traffic for IdleTimeout is closed; keepalive@openssh.com requests detect
-// dead peers (three unanswered ones close the connection). Shutdown stops accepting, lets running git
-// operations finish, then closes every connection.
+// dead peers (three unanswered ones close the connection). Shutdown stops
+// accepting, lets running git operations finish, then closes every
+// connection.
 //
 // Behind a TCP load balancer the PROXY protocol (v1 or v2) gives the real
 // client address; it is read only from TrustedProxies, and a PROXY header
