@@ -132,6 +132,12 @@ func TestBranchRef(t *testing.T) {
 		{"@", "", false},
 		{"a@{1}", "", false},
 		{"", "", false},
+		// gitref's rules (issue 14), reached through store and hooks.
+		{"refs/heads/HEAD", "", false},
+		{"refs/heads/@", "", false},
+		{"a/@", "", false},
+		{"\xff", "", false},
+		{"a\u0085", "", false},
 	}
 	for _, tt := range tests {
 		got, err := branchRef("name", tt.in)
