@@ -175,6 +175,13 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger, opts Optio
 		return nil, fmt.Errorf("git: %w", err)
 	}
 	a.Repos = repo.NewManager(cfg.Storage.Repositories, a.Git, logger)
+	a.Repos.SetWantCheckTimeout(cfg.Git.WantCheckTimeout.Duration)
+	wantChecks := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_git_want_checks_total",
+		Help: "Protocol v2 fetches whose wants were checked, by outcome (tip: every want a visible tip, walked: proven by a walk, missing, unreachable, timeout, error).",
+	}, []string{"outcome"})
+	a.Registry.MustRegister(wantChecks)
+	a.Repos.OnWantCheck(func(outcome string) { wantChecks.WithLabelValues(outcome).Inc() })
 
 	a.Hooks, err = hooks.NewServer(hooks.Config{
 		SocketDir:          filepath.Join(cfg.Data.Dir, "run"),

@@ -205,6 +205,10 @@ type Git struct {
 	MaxBlobSize Size `toml:"max_blob_size"`
 	// MaxTreeDepth is the deepest directory nesting a push may add.
 	MaxTreeDepth int `toml:"max_tree_depth"`
+	// WantCheckTimeout bounds the walk that proves a protocol v2 fetch's
+	// wants reachable from the visible refs; a want not proven in time is
+	// refused.
+	WantCheckTimeout Duration `toml:"want_check_timeout"`
 }
 
 type Throttle struct {
@@ -321,11 +325,12 @@ func Default() Config {
 			MaxPushOptionBytes: 4096,
 			Nice:               10,
 			// See docs/configuration.md for where each number comes from.
-			ReadMemoryLimit: Size(1 << 30),
-			ReadTimeout:     Duration{time.Minute},
-			MaxDiffBlobSize: Size(8 << 20),
-			MaxBlobSize:     Size(1 << 30),
-			MaxTreeDepth:    2048,
+			ReadMemoryLimit:  Size(1 << 30),
+			ReadTimeout:      Duration{time.Minute},
+			MaxDiffBlobSize:  Size(8 << 20),
+			MaxBlobSize:      Size(1 << 30),
+			MaxTreeDepth:     2048,
+			WantCheckTimeout: Duration{20 * time.Second},
 		},
 		Throttle: Throttle{
 			Strategy:   "adaptive",
@@ -567,8 +572,8 @@ func (c *Config) Validate() error {
 	if c.Git.ReadMemoryLimit < 0 || (c.Git.ReadMemoryLimit > 0 && c.Git.ReadMemoryLimit < 64<<20) {
 		return errors.New("git.read_memory_limit: must be 0 (no limit) or at least 64MiB, which git needs to start")
 	}
-	if c.Git.ReadTimeout.Duration < 0 || c.Git.MaxDiffBlobSize < 0 || c.Git.MaxBlobSize < 0 || c.Git.MaxTreeDepth < 0 {
-		return errors.New("git.read_timeout, git.max_diff_blob_size, git.max_blob_size, git.max_tree_depth: must not be negative (0: no limit)")
+	if c.Git.ReadTimeout.Duration < 0 || c.Git.MaxDiffBlobSize < 0 || c.Git.MaxBlobSize < 0 || c.Git.MaxTreeDepth < 0 || c.Git.WantCheckTimeout.Duration < 0 {
+		return errors.New("git.read_timeout, git.max_diff_blob_size, git.max_blob_size, git.max_tree_depth, git.want_check_timeout: must not be negative (0: no limit or the default)")
 	}
 	if c.Git.Nice < 0 || c.Git.Nice > 19 {
 		return errors.New("git.nice: must be between 0 and 19")
