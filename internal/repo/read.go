@@ -786,7 +786,8 @@ func (m *Manager) IsReachable(ctx context.Context, id int64, sha string) (bool, 
 // --not flips the sense back so that oid, which must come after
 // --end-of-options, counts as positive.
 func (m *Manager) reachable(ctx context.Context, dir, oid string) (bool, error) {
-	out, err := m.output(ctx, gitcmd.Cmd{Dir: dir, Name: "rev-list", Flags: []string{"--max-count=1", "--not", "--exclude=refs/pull-requests/*", "--all", "--not"}, Args: []string{oid}})
+	flags := append([]string{"--max-count=1", "--not"}, hiddenExcludes()...)
+	out, err := m.output(ctx, gitcmd.Cmd{Dir: dir, Name: "rev-list", Flags: append(flags, "--all", "--not"), Args: []string{oid}})
 	if err != nil {
 		return false, fmt.Errorf("check reachability: %w", err)
 	}
