@@ -178,6 +178,13 @@ func (c *call) writeDiff(r *store.Repository, from, to, p string) error {
 		return err
 	}
 	diffs, linesCut := parseDiff(text, maxDiffLines)
+	if paths := binaryPaths(diffs); len(paths) > 0 {
+		big, err := c.s.Repos.DiffTooLarge(c.ctx, r.ID, from, to, paths)
+		if err != nil {
+			return err
+		}
+		markTooLarge(diffs, big)
+	}
 	// git diff-tree's default context is three lines.
 	return c.json(diffResponse{FromHash: from, ToHash: to, ContextLines: 3, Whitespace: "SHOW",
 		Diffs: diffs, Truncated: cut || linesCut})

@@ -38,6 +38,45 @@ type diffJSON struct {
 	Hunks       []hunkJSON `json:"hunks"`
 	Binary      bool       `json:"binary,omitempty"`
 	Truncated   bool       `json:"truncated"`
+	// TooLarge is Sluice's own: the file's old or new side is over
+	// git.max_diff_blob_size, so it was not diffed. Git shows it as
+	// binary; without this a client would call a huge text file a
+	// picture. Left out otherwise, so ordinary diffs keep Bitbucket's
+	// shape.
+	TooLarge bool `json:"tooLarge,omitempty"`
+}
+
+// binaryPaths lists the names, old and new, of the binary files in diffs:
+// the only ones that can be too large to diff.
+func binaryPaths(diffs []diffJSON) []string {
+	var paths []string
+	for _, d := range diffs {
+		if !d.Binary {
+			continue
+		}
+		for _, p := range []*pathJSON{d.Source, d.Destination} {
+			if p != nil && p.ToString != "" {
+				paths = append(paths, p.ToString)
+			}
+		}
+	}
+	return paths
+}
+
+// markTooLarge flags the binary files of diffs that big (from
+// repo.Manager.DiffTooLarge) names.
+func markTooLarge(diffs []diffJSON, big map[string]int64) {
+	for i := range diffs {
+		d := &diffs[i]
+		if !d.Binary {
+			continue
+		}
+		for _, p := range []*pathJSON{d.Source, d.Destination} {
+			if p != nil && big[p.ToString] > 0 {
+				d.TooLarge, d.Truncated = true, true
+			}
+		}
+	}
 }
 
 // maxDiffLineLen cuts single lines (minified files) as Bitbucket does.

@@ -54,7 +54,9 @@ type env struct {
 
 const testPassword = "correct horse battery staple"
 
-func newEnv(t *testing.T) *env {
+// newEnv builds the env; opts adjust gitcmd's configuration (read
+// bounds, diff limits) before it starts.
+func newEnv(t *testing.T, opts ...func(*gitcmd.Config)) *env {
 	t.Helper()
 	dir := t.TempDir()
 	ctx := context.Background()
@@ -72,7 +74,11 @@ func newEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	git, err := gitcmd.New(gitcmd.Config{HomeDir: filepath.Join(dir, "git-home"), HookBinary: self, Timeout: time.Minute}, reg, logger)
+	gitCfg := gitcmd.Config{HomeDir: filepath.Join(dir, "git-home"), HookBinary: self, Timeout: time.Minute}
+	for _, o := range opts {
+		o(&gitCfg)
+	}
+	git, err := gitcmd.New(gitCfg, reg, logger)
 	if err != nil {
 		t.Fatalf("gitcmd: %v", err)
 	}
