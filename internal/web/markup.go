@@ -147,7 +147,11 @@ type diffFile struct {
 	Lines            int
 	// TooLarge is set when the file's diff was collapsed or cut.
 	TooLarge bool
-	Anchor   string
+	// SizeLimit is git.max_diff_blob_size when one side of the file is
+	// over it: git then calls the file binary without reading it, and the
+	// page says why it shows nothing instead.
+	SizeLimit int64
+	Anchor    string
 }
 
 // Path is the file's current name (the old one for a deletion).

@@ -188,6 +188,9 @@ func (c *call) newPull() error {
 		}
 		var linesCut bool
 		d.Files, linesCut = parseDiff(text, maxDiffLines)
+		if err := c.markTooLarge(r.ID, to, from, d.Files); err != nil {
+			return err
+		}
 		d.Cut, d.Preview = cut || linesCut, true
 	}
 	return c.ok("pull_new", r.Name+": new pull request", d)
@@ -389,6 +392,9 @@ func (c *call) pullDiff() error {
 	}
 	var linesCut bool
 	d.Files, linesCut = parseDiff(raw, maxDiffLines)
+	if err := c.markTooLarge(d.PR.RepoID, d.PR.BaseSHA, d.PR.FromSHA, d.Files); err != nil {
+		return err
+	}
 	d.DiffCut = cut || linesCut
 	d.Split = c.query("view") == "split"
 	if at := c.query("comment"); at != "" && c.signedIn() && len(at) < 4096 {

@@ -598,6 +598,9 @@ func (c *call) commit() error {
 		return err
 	}
 	files, linesCut := parseDiff(text, maxDiffLines)
+	if err := c.markTooLarge(r.ID, "", sha, files); err != nil {
+		return err
+	}
 	if cut && len(files) > 0 {
 		// The last file was cut mid-way.
 		files[len(files)-1].TooLarge = true
