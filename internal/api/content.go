@@ -482,5 +482,6 @@ func (c *call) archive() error {
 	h.Set("Content-Disposition", mime.FormatMediaType("attachment",
 		map[string]string{"filename": r.Slug + "-" + sha[:min(11, len(sha))] + "." + ext}))
 	h.Set("X-Content-Type-Options", "nosniff")
-	return c.s.Repos.Archive(c.ctx, r.ID, sha, format, prefix, c.w)
+	hw := &holdWriter{w: c.w}
+	return hw.finish(c.s.Repos.Archive(c.ctx, r.ID, sha, format, prefix, hw))
 }
