@@ -93,6 +93,11 @@ type Config struct {
 	Address    string // HTTP host:port
 	SSHAddress string // "" when SSH is off
 	Version    string
+	// Instance identifies this process start; empty means a random one.
+	// The app hands the same one to the hooks server, which stamps it on
+	// every ref transaction, so ProcessLive can tell whether the process
+	// that recorded a transaction still runs.
+	Instance string
 	// HeartbeatInterval, GoneAfter and PruneAfter default to the
 	// Default* constants; tests shorten them.
 	HeartbeatInterval time.Duration
@@ -131,10 +136,11 @@ func NewRegistry(st NodeStore, cfg Config, logger *slog.Logger, reg prometheus.R
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	b := make([]byte, 8)
-	rand.Read(b) // never fails (crypto/rand, Go ≥ 1.24)
+	if cfg.Instance == "" {
+		cfg.Instance = NewInstance()
+	}
 	r := &Registry{
-		st: st, cfg: cfg, instance: hex.EncodeToString(b),
+		st: st, cfg: cfg, instance: cfg.Instance,
 		logger: logger.With("component", "cluster", "node_id", cfg.NodeID),
 		beats: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_cluster_heartbeats_total",
@@ -148,6 +154,16 @@ func NewRegistry(st NodeStore, cfg Config, logger *slog.Logger, reg prometheus.R
 	}
 	return r, nil
 }
+
+// NewInstance returns a random id for one process start.
+func NewInstance() string {
+	b := make([]byte, 8)
+	rand.Read(b) // never fails (crypto/rand, Go ≥ 1.24)
+	return hex.EncodeToString(b)
+}
+
+// Instance is this process start's id.
+func (r *Registry) Instance() string { return r.instance }
 
 // NodeID is this node's id.
 func (r *Registry) NodeID() string { return r.cfg.NodeID }
@@ -252,6 +268,29 @@ func (r *Registry) Stop(ctx context.Context) error {
 // Nodes lists the cluster's nodes with their state.
 func (r *Registry) Nodes(ctx context.Context) ([]store.Node, error) {
 	return r.st.ListNodes(ctx, r.cfg.GoneAfter)
+}
+
+// ProcessLive reports whether the process start instance of node nodeID
+// may still be running: its registration is there, still under instance,
+// and heart-beating. A process whose node restarted (the row carries
+// another instance), deregistered, or stopped beating for GoneAfter is
+// gone, and so is every git process it ran: those were its children and
+// die with it, or the ref transactions they held were ended by it. An
+// empty instance (records of older releases) is judged by the node id.
+func (r *Registry) ProcessLive(ctx context.Context, nodeID, instance string) (bool, error) {
+	if instance == r.instance {
+		return true, nil
+	}
+	nodes, err := r.st.ListNodes(ctx, r.cfg.GoneAfter)
+	if err != nil {
+		return false, fmt.Errorf("list nodes: %w", err)
+	}
+	for _, n := range nodes {
+		if (instance != "" && n.Instance == instance) || (instance == "" && n.ID == nodeID) {
+			return n.Live, nil
+		}
+	}
+	return false, nil
 }
 
 // State names a node's state for humans and the REST API.

@@ -352,3 +352,48 @@ func TestLockSQLite(t *testing.T) {
 	}
 	l2.Release()
 }
+
+// ProcessLive tells a running process start from one whose node restarted,
+// deregistered or stopped beating: what the hooks reconciler needs before
+// it finishes a ref transaction that process recorded.
+func TestProcessLive(t *testing.T) {
+	db := openStore(t, "sqlite")
+	ctx := context.Background()
+	self, err := NewRegistry(db, Config{NodeID: "self", Instance: "self-1", GoneAfter: 300 * time.Millisecond}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if self.Instance() != "self-1" {
+		t.Fatalf("Instance = %q", self.Instance())
+	}
+	if err := db.RegisterNode(ctx, store.Node{ID: "n"}, "n-1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.RegisterNode(ctx, store.Node{ID: "n"}, "n-2"); err != nil { // n restarted
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		node, instance string
+		want           bool
+	}{
+		{"self", "self-1", true}, // this process, registered or not
+		{"n", "n-2", true},
+		{"n", "n-1", false}, // replaced by the restart
+		{"gone", "g-1", false},
+		{"n", "", true}, // an old release's record: judged by node id
+		{"gone", "", false},
+	} {
+		got, err := self.ProcessLive(ctx, tc.node, tc.instance)
+		if err != nil || got != tc.want {
+			t.Errorf("ProcessLive(%q, %q) = %v, %v; want %v", tc.node, tc.instance, got, err, tc.want)
+		}
+	}
+	// Without heartbeats, n's process counts as gone after GoneAfter.
+	waitFor(t, 5*time.Second, func() bool {
+		live, err := self.ProcessLive(ctx, "n", "n-2")
+		return err == nil && !live
+	})
+	if a, _ := NewRegistry(db, Config{NodeID: "x"}, nil, nil); len(a.Instance()) != 16 {
+		t.Errorf("default instance = %q, want 16 random hex digits", a.Instance())
+	}
+}

@@ -244,6 +244,13 @@ type Log struct {
 type Node struct {
 	// ID names this node in the cluster; empty means hostname:http-port.
 	ID string `toml:"id"`
+	// ReconcileInterval is how often the node looks for ref transactions
+	// whose process is gone (or whose end it failed to record) and
+	// reconciles them against the refs on disk.
+	ReconcileInterval Duration `toml:"reconcile_interval"`
+	// AbandonAfter is how old another node's pending ref transaction must
+	// be, besides its node being gone, before this node reconciles it.
+	AbandonAfter Duration `toml:"abandon_after"`
 }
 
 type Webhooks struct {
@@ -346,6 +353,11 @@ func Default() Config {
 		},
 		Log:  Log{Level: "info", Format: "text"},
 		SMTP: SMTP{Port: 25},
+		// 5 s: a lock or an unannounced move outlives a database outage
+		// by seconds; the query behind it reads a table that is empty
+		// but for pushes in flight. 70 s: the hook client's own timeout
+		// (60 s) and a margin for clock skew between nodes.
+		Node: Node{ReconcileInterval: Duration{5 * time.Second}, AbandonAfter: Duration{70 * time.Second}},
 	}
 }
 
@@ -597,6 +609,12 @@ func (c *Config) Validate() error {
 	}
 	if c.Throttle.QueueMax < 0 {
 		return errors.New("throttle.queue_max: must not be negative")
+	}
+	if c.Node.ReconcileInterval.Duration <= 0 {
+		return errors.New("node.reconcile_interval: must be positive")
+	}
+	if c.Node.AbandonAfter.Duration < time.Minute {
+		return errors.New("node.abandon_after: must be at least 1m (the hook client's timeout), or a live push could lose its ref lock")
 	}
 	if c.Throttle.RateBucket < 1 || c.Throttle.RateRefill <= 0 {
 		return errors.New("throttle.rate_bucket, throttle.rate_refill: must be positive")

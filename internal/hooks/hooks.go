@@ -41,9 +41,11 @@
 // packed ref is deleted, which reports the same lines. The server therefore
 // keeps, per token, a stack of open transaction ids for each distinct input
 // and pairs every committed/aborted with the latest prepared of identical
-// input. Whatever git leaves open (it was killed between prepared and
-// committed) is ended when the request unregisters, and whatever a crashed
-// node left open is ended by Reconcile at the next start.
+// input.
+//
+// Whatever git leaves open (it was killed between prepared and committed,
+// or the database was away when committed ran), and whatever a node that
+// died left open, is reconciled against the refs on disk; see reconcile.go.
 package hooks
 
 import (
@@ -103,6 +105,32 @@ type Config struct {
 	// When set, the quarantine paths a pre-receive forwards must lie inside
 	// that repository's objects directory.
 	RepoPath func(repoID int64) string
+
+	// Instance identifies this process start (cluster.NewInstance, the
+	// one the node registry carries); empty means a random one. It is
+	// recorded with every transaction, so a transaction whose process is
+	// gone can be told from one still in flight.
+	Instance string
+	// Refs reads refs on disk and removes dead ref locks (repo.Manager).
+	// Without it the reconciler cannot tell what became of a transaction
+	// and ends it as not committed, announcing every ref it names.
+	Refs RefDisk
+	// ProcessLive reports whether the process start that recorded a
+	// transaction may still run (cluster.Registry.ProcessLive). Without
+	// it only this node's own transactions are reconciled.
+	ProcessLive func(ctx context.Context, nodeID, instance string) (bool, error)
+	// AbandonAfter is how old another node's transaction must be, its
+	// process gone, before it is reconciled (0: DefaultAbandonAfter).
+	AbandonAfter time.Duration
+	// ReconcileInterval runs the reconciler in the background this often;
+	// 0 runs it only when Reconcile is called.
+	ReconcileInterval time.Duration
+	// TestPhaseHook, for tests only, runs inside every reference-
+	// transaction call after the prepared phase recorded its transaction
+	// and before a committed or aborted phase ends it, with the phase's
+	// name: blocking in it holds git inside that phase, with its ref
+	// locks taken, so a test can kill git there.
+	TestPhaseHook func(phase string, repoID int64)
 }
 
 // Request is the context of one git process that may change refs.
@@ -173,6 +201,10 @@ type Server struct {
 	onRefsChanged []func(repoID int64, updates []RefUpdate)
 	onPushed      []func(req Request, updates []RefUpdate)
 	closed        bool
+	// orphans are this process's transactions whose git has exited but
+	// whose end could not be recorded (the database was down); the
+	// reconciler finishes them.
+	orphans map[int64]orphan
 }
 
 // registration is one registered request and its open ref transactions.
@@ -183,8 +215,9 @@ type registration struct {
 	// open maps a transaction's hook input to the ids of the transactions
 	// prepared with that input and not yet ended, latest last.
 	open map[string][]int64
-	// unended holds ids whose EndRefTxn failed; unregistering retries them.
-	unended []int64
+	// unended holds the transactions whose EndRefTxn failed, by id, with
+	// their input; unregistering reconciles them.
+	unended map[int64]string
 	// pushed collects the committed updates, one per ref, in first-seen
 	// order, for the OnPushed listeners.
 	pushed []RefUpdate
@@ -210,8 +243,10 @@ func (r *registration) addPushed(updates []RefUpdate) {
 }
 
 type metrics struct {
-	calls    *prometheus.CounterVec
-	duration *prometheus.HistogramVec
+	calls      *prometheus.CounterVec
+	duration   *prometheus.HistogramVec
+	reconciled *prometheus.CounterVec
+	deadLocks  prometheus.Counter
 }
 
 // NewServer listens on a fresh unix socket and serves hook calls until
@@ -239,9 +274,23 @@ func NewServer(cfg Config, st store.Store, logger *slog.Logger, reg prometheus.R
 			Help:    "Time the server spent answering a hook call.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 8),
 		}, []string{"hook"}),
+		reconciled: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_hooks_reconciled_total",
+			Help: "Ref transactions no live process could finish, reconciled against the refs on disk, by outcome (committed, aborted).",
+		}, []string{"outcome"}),
+		deadLocks: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sluice_hooks_dead_ref_locks_removed_total",
+			Help: "Ref lock files left by a dead git process that the reconciler removed.",
+		}),
+	}
+	if cfg.Instance == "" {
+		cfg.Instance = randomHex(8)
+	}
+	if cfg.AbandonAfter <= 0 {
+		cfg.AbandonAfter = DefaultAbandonAfter
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.calls, m.duration} {
+		for _, c := range []prometheus.Collector{m.calls, m.duration, m.reconciled, m.deadLocks} {
 			if err := reg.Register(c); err != nil {
 				return nil, fmt.Errorf("register hooks metrics: %w", err)
 			}
@@ -254,6 +303,7 @@ func NewServer(cfg Config, st store.Store, logger *slog.Logger, reg prometheus.R
 		logger:  logger.With("component", "hooks"),
 		metrics: m,
 		regs:    make(map[string]*registration),
+		orphans: make(map[int64]orphan),
 	}
 	if err := s.listen(); err != nil {
 		return nil, err
@@ -261,6 +311,10 @@ func NewServer(cfg Config, st store.Store, logger *slog.Logger, reg prometheus.R
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.wg.Add(1)
 	go s.serve()
+	if cfg.ReconcileInterval > 0 {
+		s.wg.Add(1)
+		go s.reconcileLoop(cfg.ReconcileInterval)
+	}
 	return s, nil
 }
 
@@ -361,7 +415,7 @@ func (s *Server) OnPushed(fn func(req Request, updates []RefUpdate)) {
 // transaction git left open; call it after git has exited.
 func (s *Server) Register(req Request) (env []string, done func()) {
 	token := randomHex(32)
-	r := &registration{req: req, open: make(map[string][]int64)}
+	r := &registration{req: req, open: make(map[string][]int64), unended: make(map[int64]string)}
 	s.mu.Lock()
 	s.regs[token] = r
 	s.mu.Unlock()
@@ -378,63 +432,38 @@ func (s *Server) Register(req Request) (env []string, done func()) {
 	return []string{hookclient.EnvSocket + "=" + s.socketPath, hookclient.EnvToken + "=" + token}, done
 }
 
-// endLeftovers ends the transactions git prepared but never finished for r.
-// A ref may or may not have moved, so they end as not committed (which still
-// bumps the generation) and the listeners hear about the refs.
+// endLeftovers finishes the transactions git prepared but never ended for
+// r, and those whose end could not be recorded. git has exited, so the
+// refs on disk say what happened to each (see reconcile.go); what the
+// database cannot take now is left to the background reconciler.
 func (s *Server) endLeftovers(r *registration) {
 	r.mu.Lock()
-	type leftover struct {
-		id    int64
-		input string
-	}
-	var left []leftover
+	var left []store.RefTxn
 	for input, ids := range r.open {
 		for _, id := range ids {
-			left = append(left, leftover{id, input})
+			left = append(left, store.RefTxn{ID: id, RepoID: r.req.RepoID, Updates: input})
 		}
 	}
-	for _, id := range r.unended {
-		left = append(left, leftover{id: id})
+	for id, input := range r.unended {
+		left = append(left, store.RefTxn{ID: id, RepoID: r.req.RepoID, Updates: input})
 	}
-	r.open, r.unended = map[string][]int64{}, nil
+	r.open, r.unended = map[string][]int64{}, map[int64]string{}
 	r.mu.Unlock()
 	if len(left) == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
 	defer cancel()
-	for _, l := range left {
-		err := s.st.EndRefTxn(ctx, l.id, false)
-		if err != nil {
-			s.logger.Error("end abandoned ref transaction; Reconcile will retry at next start",
-				"repo_id", r.req.RepoID, "txn_id", l.id, "err", err)
-			continue
-		}
-		s.logger.Warn("ended ref transaction git left open", "repo_id", r.req.RepoID, "txn_id", l.id)
-		if updates, err := ParseUpdates([]byte(l.input)); err == nil && len(updates) > 0 {
-			s.notifyRefsChanged(r.req.RepoID, updates)
+	for _, t := range left {
+		s.logger.Warn("ref transaction left open at the end of its request", "repo_id", r.req.RepoID, "txn_id", t.ID)
+		if _, err := s.reconcileTxn(ctx, t, r.req); err != nil {
+			s.logger.Error("reconcile ref transaction; the background reconciler retries",
+				"repo_id", r.req.RepoID, "txn_id", t.ID, "err", err)
+			s.mu.Lock()
+			s.orphans[t.ID] = orphan{txn: t, req: r.req}
+			s.mu.Unlock()
 		}
 	}
-}
-
-// Reconcile ends, as not committed, every ref transaction this node left
-// pending (it crashed between prepared and committed). Ending bumps each
-// repository's generation, so nothing computed before the crash is served
-// again. Call it at start, before serving.
-func (s *Server) Reconcile(ctx context.Context) error {
-	txns, err := s.st.PendingRefTxns(ctx, s.cfg.NodeID)
-	if err != nil {
-		return fmt.Errorf("list pending ref transactions: %w", err)
-	}
-	for _, t := range txns {
-		if err := s.st.EndRefTxn(ctx, t.ID, false); err != nil {
-			return fmt.Errorf("end ref transaction %d: %w", t.ID, err)
-		}
-		s.logger.Warn("ended ref transaction left by a previous run",
-			"repo_id", t.RepoID, "txn_id", t.ID, "created_at", t.CreatedAt,
-			"updates", strings.Count(t.Updates, "\n"))
-	}
-	return nil
 }
 
 func (s *Server) serve() {
@@ -723,7 +752,7 @@ func (s *Server) referenceTransaction(ctx context.Context, log *slog.Logger, r *
 		if resp, outcome, ok := s.judge(ctx, log, r, updates); !ok {
 			return resp, outcome
 		}
-		id, err := s.st.BeginRefTxn(ctx, r.req.RepoID, s.cfg.NodeID, input)
+		id, err := s.st.BeginRefTxn(ctx, r.req.RepoID, s.cfg.NodeID, s.cfg.Instance, input)
 		if err != nil {
 			log.Error("record ref transaction; aborting the update", "err", err)
 			return hookclient.Response{Code: 1, Message: "sluice: the ref update could not be recorded; nothing was changed, try again"}, outcomeError
@@ -731,6 +760,9 @@ func (s *Server) referenceTransaction(ctx context.Context, log *slog.Logger, r *
 		r.mu.Lock()
 		r.open[input] = append(r.open[input], id)
 		r.mu.Unlock()
+		if s.cfg.TestPhaseHook != nil {
+			s.cfg.TestPhaseHook(phase, r.req.RepoID)
+		}
 		return hookclient.Response{}, outcomeOK
 
 	case "committed", "aborted":
@@ -748,6 +780,9 @@ func (s *Server) referenceTransaction(ctx context.Context, log *slog.Logger, r *
 			}
 		}
 		r.mu.Unlock()
+		if s.cfg.TestPhaseHook != nil {
+			s.cfg.TestPhaseHook(phase, r.req.RepoID)
+		}
 		if !found {
 			if !committed {
 				// Git aborts transactions that failed before the
@@ -767,11 +802,11 @@ func (s *Server) referenceTransaction(ctx context.Context, log *slog.Logger, r *
 		}
 		if err := s.st.EndRefTxn(ctx, id, committed); err != nil {
 			// The record stays pending, which keeps caches from trusting
-			// the generation; unregistering retries, Reconcile at the
-			// latest.
+			// the generation; unregistering reconciles it, the background
+			// reconciler if the database is still away then.
 			log.Error("end ref transaction", "txn_id", id, "err", err)
 			r.mu.Lock()
-			r.unended = append(r.unended, id)
+			r.unended[id] = input
 			r.mu.Unlock()
 			return hookclient.Response{Code: 1}, outcomeError
 		}
@@ -796,19 +831,20 @@ func (s *Server) notifyPushed(r *registration) {
 	if len(updates) == 0 {
 		return
 	}
-	s.mu.Lock()
-	fns := slices.Clone(s.onPushed)
-	s.mu.Unlock()
-	if len(fns) == 0 {
-		return
-	}
 	s.pushWG.Add(1)
 	go func() {
 		defer s.pushWG.Done()
-		for _, fn := range fns {
-			s.safely("OnPushed", func() { fn(r.req, updates) })
-		}
+		s.firePushed(r.req, updates)
 	}()
+}
+
+func (s *Server) firePushed(req Request, updates []RefUpdate) {
+	s.mu.Lock()
+	fns := slices.Clone(s.onPushed)
+	s.mu.Unlock()
+	for _, fn := range fns {
+		s.safely("OnPushed", func() { fn(req, updates) })
+	}
 }
 
 func (s *Server) notifyRefsChanged(repoID int64, updates []RefUpdate) {

@@ -67,14 +67,14 @@ func (f *fakeStore) RepoState(_ context.Context, repoID int64) (store.RepoState,
 	return st, nil
 }
 
-func (f *fakeStore) BeginRefTxn(_ context.Context, repoID int64, nodeID, updates string) (int64, error) {
+func (f *fakeStore) BeginRefTxn(_ context.Context, repoID int64, nodeID, instance, updates string) (int64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.failBegin {
 		return 0, problem.New(problem.Unavailable, "database unavailable")
 	}
 	f.nextID++
-	f.txns[f.nextID] = store.RefTxn{ID: f.nextID, RepoID: repoID, NodeID: nodeID, Updates: updates, CreatedAt: time.Now()}
+	f.txns[f.nextID] = store.RefTxn{ID: f.nextID, RepoID: repoID, NodeID: nodeID, Instance: instance, Updates: updates, CreatedAt: time.Now()}
 	f.gen[repoID]++
 	return f.nextID, nil
 }
@@ -112,6 +112,21 @@ func (f *fakeStore) PendingRefTxns(_ context.Context, nodeID string) ([]store.Re
 		}
 	}
 	return out, nil
+}
+
+func (f *fakeStore) ClaimRefTxn(_ context.Context, id int64, claimer string, _ time.Duration) (bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.failEnd {
+		return false, problem.New(problem.Unavailable, "database unavailable")
+	}
+	t, ok := f.txns[id]
+	if !ok || (t.ClaimedBy != "" && t.ClaimedBy != claimer) {
+		return false, nil
+	}
+	t.ClaimedBy = claimer
+	f.txns[id] = t
+	return true, nil
 }
 
 func (f *fakeStore) set(fn func()) {
@@ -574,9 +589,9 @@ func TestReconcile(t *testing.T) {
 	ctx := context.Background()
 	// A previous run of this node left two transactions open; another,
 	// live node has one in flight that must not be touched.
-	a1, _ := s.st.BeginRefTxn(ctx, 1, "node-a", line(oidA, oidB, "refs/heads/main"))
-	a2, _ := s.st.BeginRefTxn(ctx, 2, "node-a", line(zero, oidB, "refs/heads/x"))
-	b1, _ := s.st.BeginRefTxn(ctx, 1, "node-b", line(oidB, oidA, "refs/heads/y"))
+	a1, _ := s.st.BeginRefTxn(ctx, 1, "node-a", "previous-run", line(oidA, oidB, "refs/heads/main"))
+	a2, _ := s.st.BeginRefTxn(ctx, 2, "node-a", "previous-run", line(zero, oidB, "refs/heads/x"))
+	b1, _ := s.st.BeginRefTxn(ctx, 1, "node-b", "b-run", line(oidB, oidA, "refs/heads/y"))
 	if err := s.Reconcile(ctx); err != nil {
 		t.Fatalf("Reconcile: %v", err)
 	}
@@ -742,7 +757,7 @@ func TestSQLiteStore(t *testing.T) {
 
 	// A crash between prepared and committed leaves a record that the next
 	// start ends.
-	if _, err := db.BeginRefTxn(ctx, r.ID, "node-1", in); err != nil {
+	if _, err := db.BeginRefTxn(ctx, r.ID, "node-1", "previous-run", in); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Reconcile(ctx); err != nil {

@@ -57,13 +57,13 @@ func testRecentlyPushedRepos(t *testing.T, db *store.DB) {
 	// Pushes, oldest first; c3 is never pushed. The pause keeps the
 	// pushed_at stamps apart at any clock resolution a database has.
 	for _, name := range []string{"a1", "c1", "b1", "a2", "c2"} {
-		id, err := db.BeginRefTxn(ctx, repos[name].ID, "node", "update")
+		id, err := db.BeginRefTxn(ctx, repos[name].ID, "node", "i", "update")
 		must(err)
 		must(db.EndRefTxn(ctx, id, true))
 		time.Sleep(5 * time.Millisecond)
 	}
 	// A refs change that was aborted is not a push.
-	id, err := db.BeginRefTxn(ctx, repos["c3"].ID, "node", "update")
+	id, err := db.BeginRefTxn(ctx, repos["c3"].ID, "node", "i", "update")
 	must(err)
 	must(db.EndRefTxn(ctx, id, false))
 

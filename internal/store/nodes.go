@@ -17,7 +17,10 @@ import (
 
 // Node is one registered cluster node.
 type Node struct {
-	ID         string
+	ID string
+	// Instance is the random id of the process that registered the row;
+	// a node that restarts registers under a new one.
+	Instance   string
 	Address    string // HTTP address other parts of the cluster reach it by
 	SSHAddress string // "" when SSH is off
 	Version    string
@@ -115,7 +118,7 @@ func (d *DB) ListNodes(ctx context.Context, goneAfter time.Duration) ([]Node, er
 
 func (d *DB) listNodes(ctx context.Context, goneAfter time.Duration, where string, args ...any) ([]Node, error) {
 	age := "(" + d.epoch("'now'") + " - " + d.epoch("heartbeat_at") + ")"
-	rows, err := d.query(ctx, `SELECT id, address, ssh_address, version, `+d.epoch("started_at")+`, `+d.epoch("heartbeat_at")+`,
+	rows, err := d.query(ctx, `SELECT id, instance, address, ssh_address, version, `+d.epoch("started_at")+`, `+d.epoch("heartbeat_at")+`,
 		`+age+`, CASE WHEN `+age+` < ? THEN 1 ELSE 0 END
 		FROM nodes `+where+` ORDER BY id`, append([]any{goneAfter.Seconds()}, args...)...)
 	if err != nil {
@@ -124,7 +127,7 @@ func (d *DB) listNodes(ctx context.Context, goneAfter time.Duration, where strin
 	return collect(rows, d, "list nodes", func(sc interface{ Scan(...any) error }, n *Node) error {
 		var started, beat, ageSec float64
 		var live int
-		if err := sc.Scan(&n.ID, &n.Address, &n.SSHAddress, &n.Version, &started, &beat, &ageSec, &live); err != nil {
+		if err := sc.Scan(&n.ID, &n.Instance, &n.Address, &n.SSHAddress, &n.Version, &started, &beat, &ageSec, &live); err != nil {
 			return err
 		}
 		n.StartedAt, n.HeartbeatAt = epochTime(started), epochTime(beat)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"time"
 
 	"github.com/sluice-scm/sluice/internal/problem"
 )
@@ -26,17 +27,17 @@ func (d *DB) RepoState(ctx context.Context, repoID int64) (RepoState, error) {
 	return s, nil
 }
 
-// BeginRefTxn records a prepared ref transaction and bumps the generation
-// in one database transaction.
-func (d *DB) BeginRefTxn(ctx context.Context, repoID int64, nodeID, updates string) (int64, error) {
+// BeginRefTxn records a prepared ref transaction, by the process instance
+// of node nodeID, and bumps the generation in one database transaction.
+func (d *DB) BeginRefTxn(ctx context.Context, repoID int64, nodeID, instance, updates string) (int64, error) {
 	var id int64
 	err := d.tx(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, d.q("UPDATE repositories SET refs_generation = refs_generation + 1 WHERE id = ?"), repoID)
 		if err := d.mustAffect(res, err, "begin ref txn", "repository not found"); err != nil {
 			return err
 		}
-		return tx.QueryRowContext(ctx, d.q("INSERT INTO ref_txns (repo_id, node_id, updates, created_at) VALUES (?, ?, ?, ?) RETURNING id"),
-			repoID, nodeID, updates, now()).Scan(&id)
+		return tx.QueryRowContext(ctx, d.q("INSERT INTO ref_txns (repo_id, node_id, instance, updates, created_at) VALUES (?, ?, ?, ?, ?) RETURNING id"),
+			repoID, nodeID, instance, updates, now()).Scan(&id)
 	})
 	if err != nil {
 		return 0, d.fail(err, "begin ref txn")
@@ -76,7 +77,7 @@ func (d *DB) BumpGeneration(ctx context.Context, repoID int64) error {
 // PendingRefTxns lists nodeID's unfinished transactions ("" for every
 // node's), oldest first.
 func (d *DB) PendingRefTxns(ctx context.Context, nodeID string) ([]RefTxn, error) {
-	const cols = "SELECT id, repo_id, node_id, updates, created_at FROM ref_txns "
+	const cols = "SELECT id, repo_id, node_id, instance, claimed_by, updates, created_at FROM ref_txns "
 	var (
 		rows *sql.Rows
 		err  error
@@ -90,10 +91,33 @@ func (d *DB) PendingRefTxns(ctx context.Context, nodeID string) ([]RefTxn, error
 		return nil, d.fail(err, "pending ref txns")
 	}
 	return collect(rows, d, "pending ref txns", func(sc interface{ Scan(...any) error }, t *RefTxn) error {
-		if err := sc.Scan(&t.ID, &t.RepoID, &t.NodeID, &t.Updates, &t.CreatedAt); err != nil {
+		if err := sc.Scan(&t.ID, &t.RepoID, &t.NodeID, &t.Instance, &t.ClaimedBy, &t.Updates, &t.CreatedAt); err != nil {
 			return err
 		}
 		t.CreatedAt = t.CreatedAt.UTC()
 		return nil
 	})
+}
+
+// ClaimRefTxn takes, for lease, the right to reconcile a pending
+// transaction whose recorder is gone: it succeeds when nobody holds the
+// claim, claimer holds it already, or the holder's lease ran out (it died
+// mid-way), judged by the database's clock. It reports false when another
+// reconciler holds it or the transaction has ended.
+func (d *DB) ClaimRefTxn(ctx context.Context, txnID int64, claimer string, lease time.Duration) (bool, error) {
+	if claimer == "" {
+		return false, problem.New(problem.Invalid, "claimer must not be empty")
+	}
+	res, err := d.exec(ctx, "UPDATE ref_txns SET claimed_by = ?, claimed_at = "+d.dbNow()+
+		" WHERE id = ? AND (claimed_by = '' OR claimed_by = ? OR claimed_at IS NULL OR "+
+		d.epoch("'now'")+" - "+d.epoch("claimed_at")+" > ?)",
+		claimer, txnID, claimer, lease.Seconds())
+	if err != nil {
+		return false, d.fail(err, "claim ref txn")
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, d.fail(err, "claim ref txn")
+	}
+	return n == 1, nil
 }

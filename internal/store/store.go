@@ -180,9 +180,16 @@ type RepoState struct {
 // aborted so a crash between the ref update and the database write can be
 // reconciled at start.
 type RefTxn struct {
-	ID        int64
-	RepoID    int64
-	NodeID    string
+	ID     int64
+	RepoID int64
+	NodeID string
+	// Instance is the random id of the recording process's start ("" for
+	// rows of older releases): the transaction is abandoned once that
+	// process is gone, even when its node runs again.
+	Instance string
+	// ClaimedBy names the reconciler holding the transaction's lease (see
+	// ClaimRefTxn), "" when none.
+	ClaimedBy string
 	Updates   string // "old new ref" lines, as git gives them to the hook
 	CreatedAt time.Time
 }
@@ -276,7 +283,7 @@ type Store interface {
 	RepoState(ctx context.Context, repoID int64) (RepoState, error)
 	// BeginRefTxn records a prepared ref transaction and bumps the
 	// generation, atomically. It returns the transaction's id.
-	BeginRefTxn(ctx context.Context, repoID int64, nodeID, updates string) (int64, error)
+	BeginRefTxn(ctx context.Context, repoID int64, nodeID, instance, updates string) (int64, error)
 	// EndRefTxn removes the transaction and bumps the generation; when
 	// committed it also sets the repository's PushedAt.
 	EndRefTxn(ctx context.Context, txnID int64, committed bool) error
@@ -286,6 +293,8 @@ type Store interface {
 	// PendingRefTxns lists transactions left behind by nodeID (crash
 	// recovery at start); "" lists all.
 	PendingRefTxns(ctx context.Context, nodeID string) ([]RefTxn, error)
+	// ClaimRefTxn leases an abandoned transaction to one reconciler.
+	ClaimRefTxn(ctx context.Context, txnID int64, claimer string, lease time.Duration) (bool, error)
 
 	// Settings: small named JSON documents (rate limits, host keys, …).
 	GetSetting(ctx context.Context, name string) (string, error) // NotFound when unset

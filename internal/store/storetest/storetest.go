@@ -938,14 +938,14 @@ func testRefTxns(t *testing.T, s store.Store) {
 	_, err := s.RepoState(c, r.ID+1000)
 	wantKind(t, err, problem.NotFound)
 
-	id1, err := s.BeginRefTxn(c, r.ID, "node-a", "0000 1111 refs/heads/main\n")
+	id1, err := s.BeginRefTxn(c, r.ID, "node-a", "inst-a", "0000 1111 refs/heads/main\n")
 	ok(t, err)
 	if st := state(t, s, r.ID); st != (store.RepoState{Generation: 1, Pending: 1}) {
 		t.Fatalf("after begin: %+v", st)
 	}
-	id2, err := s.BeginRefTxn(c, r.ID, "node-b", "1111 2222 refs/heads/dev\n")
+	id2, err := s.BeginRefTxn(c, r.ID, "node-b", "inst-b", "1111 2222 refs/heads/dev\n")
 	ok(t, err)
-	id3, err := s.BeginRefTxn(c, other.ID, "node-a", "x")
+	id3, err := s.BeginRefTxn(c, other.ID, "node-a", "inst-a", "x")
 	ok(t, err)
 	if id1 == id2 || id2 == id3 {
 		t.Fatalf("txn ids not distinct: %d %d %d", id1, id2, id3)
@@ -953,7 +953,7 @@ func testRefTxns(t *testing.T, s store.Store) {
 	if st := state(t, s, r.ID); st != (store.RepoState{Generation: 2, Pending: 2}) {
 		t.Fatalf("after second begin: %+v", st)
 	}
-	_, err = s.BeginRefTxn(c, r.ID+1000, "node-a", "x")
+	_, err = s.BeginRefTxn(c, r.ID+1000, "node-a", "inst-a", "x")
 	wantKind(t, err, problem.NotFound)
 
 	pending, err := s.PendingRefTxns(c, "node-a")
@@ -970,6 +970,33 @@ func testRefTxns(t *testing.T, s store.Store) {
 	if len(all) != 3 {
 		t.Fatalf("all pending = %d, want 3 (the failed begin must leave none)", len(all))
 	}
+	if pending[0].Instance != "inst-a" || pending[0].ClaimedBy != "" {
+		t.Errorf("pending[0] owner = %q, claimed by %q", pending[0].Instance, pending[0].ClaimedBy)
+	}
+
+	// Reconcilers lease an abandoned transaction: one at a time, the
+	// holder again, anyone once the lease ran out, nobody once it ended.
+	claim := func(id int64, who string, lease time.Duration, want bool) {
+		t.Helper()
+		got, err := s.ClaimRefTxn(c, id, who, lease)
+		ok(t, err)
+		if got != want {
+			t.Errorf("ClaimRefTxn(%d, %q, %v) = %v, want %v", id, who, lease, got, want)
+		}
+	}
+	claim(id3, "node-x", time.Hour, true)
+	claim(id3, "node-y", time.Hour, false)
+	claim(id3, "node-x", time.Hour, true)
+	claim(id3, "node-y", -time.Second, true)
+	claim(id3, "node-x", time.Hour, false)
+	pending, err = s.PendingRefTxns(c, "node-a")
+	ok(t, err)
+	if pending[1].ID != id3 || pending[1].ClaimedBy != "node-y" {
+		t.Errorf("claimed txn = %+v, want claimed by node-y", pending[1])
+	}
+	claim(id3+1000, "node-x", time.Hour, false)
+	_, err = s.ClaimRefTxn(c, id3, "", time.Hour)
+	wantKind(t, err, problem.Invalid)
 
 	// Aborted: generation moves, pushed_at does not.
 	ok(t, s.EndRefTxn(c, id2, false))
@@ -1052,7 +1079,7 @@ func testConcurrentRefTxns(t *testing.T, s store.Store) {
 	done := make(chan struct{})
 	for i := range workers {
 		wg.Go(func() {
-			id, err := s.BeginRefTxn(c, r.ID, fmt.Sprintf("node-%d", i), "u")
+			id, err := s.BeginRefTxn(c, r.ID, fmt.Sprintf("node-%d", i), "i", "u")
 			if err != nil {
 				errs <- err
 				return
