@@ -44,6 +44,10 @@ type FileDiff struct {
 	Binary      bool   `json:"binary"`
 	Hunks       []Hunk `json:"hunks"`
 	Truncated   bool   `json:"truncated"`
+	// TooLarge marks a file whose old or new side is over
+	// git.max_diff_blob_size: git shows it as binary without reading it,
+	// and the client must be able to tell it from a picture.
+	TooLarge bool `json:"tooLarge,omitempty"`
 }
 
 // Hunk is one @@ section.
@@ -82,8 +86,12 @@ type diffResult struct {
 	// first use: parsing 300 files into hunks and encoding them costs
 	// more than everything else a cached read does together.
 	renderOnce sync.Once
-	rendered   []byte
-	renderErr  error
+	// tooLarge names the binary files over git.max_diff_blob_size
+	// (sized once per node, see sizeFiles).
+	sizeOnce  sync.Once
+	tooLarge  map[string]int64
+	rendered  []byte
+	renderErr error
 
 	// The stat as the API's JSON, one value per file, made once per node
 	// on first use: encoding 300 changes by reflection on every page read
@@ -122,7 +130,54 @@ func encodeJSON(v any) ([]byte, error) {
 func (d *diffResult) fileDiff(i int, f fileText) FileDiff {
 	fd := toFileDiff(f)
 	fd.Truncated = d.truncated && i == len(d.files)-1
+	markTooLarge(&fd, d.tooLarge)
 	return fd
+}
+
+// markTooLarge flags fd when big (repo.Manager.DiffTooLarge) names it.
+func markTooLarge(fd *FileDiff, big map[string]int64) {
+	if !fd.Binary || len(big) == 0 {
+		return
+	}
+	for _, p := range []string{fd.Destination, fd.Source} {
+		if _, ok := big[p]; ok && p != "" {
+			fd.TooLarge, fd.Truncated = true, true
+			return
+		}
+	}
+}
+
+// binaryPaths are the paths of files that git showed as binary.
+func binaryPaths(files []fileText) []string {
+	var out []string
+	for _, f := range files {
+		if f.binary {
+			for _, p := range []string{f.dst, f.src} {
+				if p != "" {
+					out = append(out, p)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// sizeFiles finds, once per node and diff, which of d's binary files are
+// binary only because they are over git.max_diff_blob_size. A failure
+// leaves them plain binary files: the marker is information, not a guard.
+func (s *Service) sizeFiles(ctx context.Context, repoID int64, d *diffResult) {
+	d.sizeOnce.Do(func() {
+		paths := binaryPaths(d.files)
+		if len(paths) == 0 {
+			return
+		}
+		big, err := s.repos.DiffTooLarge(ctx, repoID, d.base, d.from, paths)
+		if err != nil {
+			s.logger.Warn("size binary files of a diff", "repo_id", repoID, "err", err)
+			return
+		}
+		d.tooLarge = big
+	})
 }
 
 type fileText struct {
@@ -216,6 +271,15 @@ func diffKey(pr *store.PullRequest) string {
 // diff returns the pull request's diff: from this node's memory, from the
 // database, or computed now (joining a computation already running).
 func (s *Service) diff(ctx context.Context, pr *store.PullRequest) (*diffResult, error) {
+	d, err := s.diffUnsized(ctx, pr)
+	if err != nil {
+		return nil, err
+	}
+	s.sizeFiles(ctx, pr.RepoID, d)
+	return d, nil
+}
+
+func (s *Service) diffUnsized(ctx context.Context, pr *store.PullRequest) (*diffResult, error) {
 	key := diffKey(pr)
 	if d := s.mem.get(key); d != nil {
 		s.metrics.diffs.WithLabelValues("memory").Inc()
@@ -699,7 +763,9 @@ func (s *Service) Diff(ctx context.Context, pr *store.PullRequest, o DiffOptions
 				// tell whether it is whole.
 				return s.diffOnRequest(ctx, pr, o.Path, false)
 			}
-			out.Files = append(out.Files, toFileDiff(f))
+			fd := toFileDiff(f)
+			markTooLarge(&fd, d.tooLarge)
+			out.Files = append(out.Files, fd)
 			return out, nil
 		}
 	}
@@ -716,9 +782,17 @@ func (s *Service) diffOnRequest(ctx context.Context, pr *store.PullRequest, path
 		return nil, err
 	}
 	out := &Diff{FromHash: pr.BaseSHA, ToHash: pr.FromSHA, Files: []FileDiff{}, Truncated: cut}
-	for _, f := range splitFiles(text) {
+	files := splitFiles(text)
+	var big map[string]int64
+	if paths := binaryPaths(files); len(paths) > 0 {
+		if big, err = s.repos.DiffTooLarge(ctx, pr.RepoID, pr.BaseSHA, pr.FromSHA, paths); err != nil {
+			s.logger.Warn("size binary files of a diff", "pr_id", pr.ID, "err", err)
+		}
+	}
+	for _, f := range files {
 		fd := toFileDiff(f)
 		fd.Truncated = cut
+		markTooLarge(&fd, big)
 		out.Files = append(out.Files, fd)
 	}
 	return out, nil

@@ -137,4 +137,22 @@ func TestDiffOverMemoryLimit(t *testing.T) {
 	if len(d.Files) != 1 || !d.Files[0].Binary || len(d.Files[0].Hunks) != 0 {
 		t.Fatalf("big.txt over git.max_diff_blob_size: %+v", d.Files)
 	}
+	if !d.Files[0].TooLarge || !d.Files[0].Truncated {
+		t.Errorf("big.txt over git.max_diff_blob_size is not marked too large: %+v", d.Files[0])
+	}
+	// The whole diff, as the API serves it, says so too; the small file
+	// does not.
+	whole, err := s.computeDiff(context.Background(), pr.RepoID, pr.BaseSHA, pr.FromSHA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.mem.put(diffKey(pr), whole)
+	body, _, err := s.DiffJSON(context.Background(), pr, DiffOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(body, []byte(`"destination":"big.txt","binary":true,"hunks":[],"truncated":true,"tooLarge":true`)) ||
+		bytes.Count(body, []byte(`"tooLarge"`)) != 1 {
+		t.Errorf("whole diff JSON does not mark big.txt too large: %.400s", body)
+	}
 }
