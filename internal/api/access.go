@@ -1,6 +1,7 @@
 package api
 
 import (
+	"github.com/sluice-scm/sluice/internal/accounts"
 	"github.com/sluice-scm/sluice/internal/auth"
 	"github.com/sluice-scm/sluice/internal/problem"
 	"github.com/sluice-scm/sluice/internal/store"
@@ -74,6 +75,9 @@ func (c *call) repoFor(a auth.Action) (*store.Project, *store.Repository, error)
 	}
 	return proj, r, nil
 }
+
+// actor is the caller as the accounts service knows it.
+func (c *call) actor() accounts.Actor { return accounts.As(c.p) }
 
 // canSee reports whether the caller may read r, for filtering listings.
 // Denials are answers; anything else (the database failing) is an error.

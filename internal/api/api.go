@@ -42,6 +42,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/sluice-scm/sluice/internal/accounts"
 	"github.com/sluice-scm/sluice/internal/auth"
 	"github.com/sluice-scm/sluice/internal/gitcmd"
 	"github.com/sluice-scm/sluice/internal/hooks"
@@ -53,12 +54,15 @@ import (
 
 // Deps is what the API needs from the rest of the node.
 type Deps struct {
-	Store  store.Store
-	Auth   *auth.Service
-	Repos  *repo.Manager
-	Git    *gitcmd.Runner
-	Hooks  *hooks.Server
-	Logger *slog.Logger
+	Store store.Store
+	Auth  *auth.Service
+	// Accounts makes every change to users, groups, projects, repository
+	// settings, grants, SSH keys and tokens.
+	Accounts *accounts.Service
+	Repos    *repo.Manager
+	Git      *gitcmd.Runner
+	Hooks    *hooks.Server
+	Logger   *slog.Logger
 	// BaseURL is how users reach this server over HTTP, without a trailing
 	// slash; it prefixes self and clone links.
 	BaseURL string

@@ -19,6 +19,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sluice-scm/sluice/internal/accounts"
 	"github.com/sluice-scm/sluice/internal/api"
 	"github.com/sluice-scm/sluice/internal/auth"
 	"github.com/sluice-scm/sluice/internal/gitcmd"
@@ -91,7 +92,7 @@ func newEnv(t *testing.T, opts ...func(*gitcmd.Config)) *env {
 	t.Cleanup(func() { hk.Close() })
 	au := auth.New(st, logger, reg)
 	h := api.New(api.Deps{
-		Store: st, Auth: au, Repos: repos, Git: git, Hooks: hk, Logger: logger,
+		Store: st, Auth: au, Accounts: accounts.New(st, au, repos, logger), Repos: repos, Git: git, Hooks: hk, Logger: logger,
 		BaseURL: "http://sluice.test/", SSHBaseURL: "ssh://git@sluice.test:7999",
 	})
 	srv := httptest.NewServer(h)

@@ -1,9 +1,9 @@
 package api
 
 import (
-	"slices"
 	"strings"
 
+	"github.com/sluice-scm/sluice/internal/accounts"
 	"github.com/sluice-scm/sluice/internal/auth"
 	"github.com/sluice-scm/sluice/internal/problem"
 	"github.com/sluice-scm/sluice/internal/store"
@@ -11,65 +11,35 @@ import (
 
 // Permission management has the same three operations (list, set, revoke)
 // for users and groups on three kinds of resource (global, project,
-// repository). permTarget captures the resource so one set of handlers
-// serves all six URL families.
-type permTarget struct {
-	kind    string // "global", "project", "repository": for messages
-	allowed []store.Permission
-	list    func() ([]store.Grant, error)
-	set     func(store.Grant) error
-	revoke  func(userID, groupID int64) error
-}
-
-// Bitbucket's permission names per resource kind, weakest first.
-var (
-	globalPerms  = []store.Permission{store.PermProjectCreate, store.PermAdmin, store.PermSysAdmin}
-	projectPerms = []store.Permission{store.PermProjectRead, store.PermProjectWrite, store.PermProjectAdmin}
-	repoPerms    = []store.Permission{store.PermRepoRead, store.PermRepoWrite, store.PermRepoAdmin}
-)
+// repository), so one set of handlers serves all six URL families; the
+// accounts service owns the rules for each kind.
 
 // globalTarget: administrators manage global permissions.
-func (c *call) globalTarget() (*permTarget, error) {
-	if err := c.global(auth.Admin); err != nil {
-		return nil, err
-	}
-	st := c.s.Store
-	return &permTarget{
-		kind: "global", allowed: globalPerms,
-		list:   func() ([]store.Grant, error) { return st.GlobalGrants(c.ctx) },
-		set:    func(g store.Grant) error { return st.SetGlobalPermission(c.ctx, g) },
-		revoke: func(u, g int64) error { return st.RevokeGlobalPermission(c.ctx, u, g) },
-	}, nil
+func (c *call) globalTarget() (accounts.Target, error) {
+	return accounts.Target{}, c.global(auth.Admin)
 }
 
 // projectTarget: project administrators manage the project's grants.
-func (c *call) projectTarget() (*permTarget, error) {
+func (c *call) projectTarget() (accounts.Target, error) {
 	p, err := c.projectFor(auth.Admin)
-	if err != nil {
-		return nil, err
-	}
-	st := c.s.Store
-	return &permTarget{
-		kind: "project", allowed: projectPerms,
-		list:   func() ([]store.Grant, error) { return st.ProjectGrants(c.ctx, p.ID) },
-		set:    func(g store.Grant) error { return st.SetProjectPermission(c.ctx, p.ID, g) },
-		revoke: func(u, g int64) error { return st.RevokeProjectPermission(c.ctx, p.ID, u, g) },
-	}, nil
+	return accounts.Target{Project: p}, err
 }
 
 // repoTarget: repository administrators manage the repository's grants.
-func (c *call) repoTarget() (*permTarget, error) {
-	_, r, err := c.repoFor(auth.Admin)
-	if err != nil {
-		return nil, err
+func (c *call) repoTarget() (accounts.Target, error) {
+	p, r, err := c.repoFor(auth.Admin)
+	return accounts.Target{Project: p, Repo: r}, err
+}
+
+// grants lists t's grants.
+func (c *call) grants(t accounts.Target) ([]store.Grant, error) {
+	switch {
+	case t.Repo != nil:
+		return c.s.Store.RepoGrants(c.ctx, t.Repo.ID)
+	case t.Project != nil:
+		return c.s.Store.ProjectGrants(c.ctx, t.Project.ID)
 	}
-	st := c.s.Store
-	return &permTarget{
-		kind: "repository", allowed: repoPerms,
-		list:   func() ([]store.Grant, error) { return st.RepoGrants(c.ctx, r.ID) },
-		set:    func(g store.Grant) error { return st.SetRepoPermission(c.ctx, r.ID, g) },
-		revoke: func(u, g int64) error { return st.RevokeRepoPermission(c.ctx, r.ID, u, g) },
-	}, nil
+	return c.s.Store.GlobalGrants(c.ctx)
 }
 
 type userPermJSON struct {
@@ -84,7 +54,7 @@ type groupPermJSON struct {
 
 // permHandlers returns the list, set and revoke handlers for users (groups
 // false) or groups of the target target returns.
-func permHandlers(target func(*call) (*permTarget, error), groups bool) (list, set, revoke func(*call) error) {
+func permHandlers(target func(*call) (accounts.Target, error), groups bool) (list, set, revoke func(*call) error) {
 	list = func(c *call) error {
 		t, err := target(c)
 		if err != nil {
@@ -94,7 +64,7 @@ func permHandlers(target func(*call) (*permTarget, error), groups bool) (list, s
 		if err != nil {
 			return err
 		}
-		grants, err := t.list()
+		grants, err := c.grants(t)
 		if err != nil {
 			return err
 		}
@@ -135,26 +105,13 @@ func permHandlers(target func(*call) (*permTarget, error), groups bool) (list, s
 		if err != nil {
 			return err
 		}
-		perm := store.Permission(c.query("permission"))
-		if !slices.Contains(t.allowed, perm) {
-			return problem.New(problem.Invalid, "permission %s is not a %s permission (one of %s)",
-				quoteShort(string(perm)), t.kind, joinPerms(t.allowed))
-		}
 		grantees, err := c.grantees(groups)
 		if err != nil {
 			return err
 		}
-		if err := c.guardGlobal(t, grantees, perm); err != nil {
+		if err := c.s.Accounts.Grant(c.ctx, c.actor(), t, grantees, store.Permission(c.query("permission"))); err != nil {
 			return err
 		}
-		for _, g := range grantees {
-			g.Permission = perm
-			if err := t.set(g); err != nil {
-				return err
-			}
-		}
-		c.s.logger.Info("permission granted", "resource", t.kind, "permission", string(perm),
-			"grantees", len(grantees), "groups", groups, "principal", c.p.String())
 		return c.noContent()
 	}
 	revoke = func(c *call) error {
@@ -166,22 +123,13 @@ func permHandlers(target func(*call) (*permTarget, error), groups bool) (list, s
 		if err != nil {
 			return err
 		}
-		if err := c.guardGlobal(t, grantees, ""); err != nil {
+		if err := c.s.Accounts.Revoke(c.ctx, c.actor(), t, grantees); err != nil {
 			return err
 		}
-		for _, g := range grantees {
-			if err := t.revoke(g.UserID, g.GroupID); err != nil {
-				return err
-			}
-		}
-		c.s.logger.Info("permission revoked", "resource", t.kind, "grantees", len(grantees), "groups", groups, "principal", c.p.String())
 		return c.noContent()
 	}
 	return list, set, revoke
 }
-
-// maxGrantees bounds the name parameters of one permission request.
-const maxGrantees = 100
 
 // grantees resolves the repeated "name" query parameter to users or groups.
 func (c *call) grantees(groups bool) ([]store.Grant, error) {
@@ -189,77 +137,8 @@ func (c *call) grantees(groups bool) ([]store.Grant, error) {
 	if len(names) == 0 {
 		return nil, problem.New(problem.Invalid, "query parameter name is required")
 	}
-	if len(names) > maxGrantees {
-		return nil, problem.New(problem.Invalid, "at most %d names per request", maxGrantees)
+	if groups {
+		return c.s.Accounts.Grantees(c.ctx, nil, names)
 	}
-	out := make([]store.Grant, 0, len(names))
-	for _, name := range names {
-		if groups {
-			g, err := c.s.Store.GroupByName(c.ctx, name)
-			if problem.Is(err, problem.NotFound) {
-				return nil, problem.New(problem.NotFound, "group %s not found", quoteShort(name))
-			}
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, store.Grant{GroupID: g.ID, GroupName: g.Name})
-			continue
-		}
-		u, err := c.s.Store.UserByName(c.ctx, name)
-		if problem.Is(err, problem.NotFound) {
-			return nil, problem.New(problem.NotFound, "user %s not found", quoteShort(name))
-		}
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, store.Grant{UserID: u.ID, UserName: u.Name})
-	}
-	return out, nil
-}
-
-// guardGlobal applies Bitbucket's two rules on global permissions: only a
-// SYS_ADMIN grants SYS_ADMIN or changes the permission of a group or user
-// that holds it, and nobody changes their own (an administrator removing
-// their own ADMIN by mistake may leave nobody to undo it).
-func (c *call) guardGlobal(t *permTarget, grantees []store.Grant, perm store.Permission) error {
-	if t.kind != "global" {
-		return nil
-	}
-	current, err := t.list()
-	if err != nil {
-		return err
-	}
-	callerSys := false
-	if c.p.UserID != 0 {
-		global, _, _, err := c.s.Store.EffectiveGrants(c.ctx, c.p.UserID, 0, 0)
-		if err != nil {
-			return err
-		}
-		callerSys = slices.Contains(global, store.PermSysAdmin)
-	}
-	for _, g := range grantees {
-		if g.UserID != 0 && g.UserID == c.p.UserID {
-			return problem.New(problem.Invalid, "you cannot change your own global permission")
-		}
-		if callerSys {
-			continue
-		}
-		if perm == store.PermSysAdmin {
-			return problem.New(problem.Forbidden, "only a system administrator can grant SYS_ADMIN")
-		}
-		for _, cur := range current {
-			if cur.Permission == store.PermSysAdmin && cur.UserID == g.UserID && cur.GroupID == g.GroupID {
-				return problem.New(problem.Forbidden, "only a system administrator can change the permission of a system administrator")
-			}
-		}
-	}
-	return nil
-}
-
-func joinPerms(ps []store.Permission) string {
-	s := make([]string, len(ps))
-	for i, p := range ps {
-		s[i] = string(p)
-	}
-	return strings.Join(s, ", ")
+	return c.s.Accounts.Grantees(c.ctx, names, nil)
 }

@@ -292,7 +292,7 @@ type defaultBranchBody struct {
 // setDefaultBranch moves HEAD. As in Bitbucket the branch need not exist
 // yet (an empty repository, or a branch about to be pushed).
 func (c *call) setDefaultBranch() error {
-	_, r, err := c.repoFor(auth.Admin)
+	_, r, err := c.repoFor(auth.Read)
 	if err != nil {
 		return err
 	}
@@ -300,23 +300,12 @@ func (c *call) setDefaultBranch() error {
 	if err := c.decode(&b, false); err != nil {
 		return err
 	}
-	ref, err := branchRef("id", b.ID)
-	if err != nil {
+	if _, err := branchRef("id", b.ID); err != nil {
 		return err
 	}
-	short := strings.TrimPrefix(ref, "refs/heads/")
-	if err := c.s.Repos.SetDefaultBranch(c.ctx, r.ID, short); err != nil {
+	if err := c.s.Accounts.SetDefaultBranch(c.ctx, c.actor(), r, b.ID); err != nil {
 		return err
 	}
-	r.DefaultBranch = short
-	if err := c.s.Store.UpdateRepo(c.ctx, r); err != nil {
-		return err
-	}
-	// HEAD moved without a ref transaction (symbolic-ref runs no hook).
-	if err := c.s.Store.BumpGeneration(c.ctx, r.ID); err != nil {
-		return err
-	}
-	c.s.logger.Info("default branch set", "repo_id", r.ID, "branch", short, "principal", c.p.String())
 	return c.noContent()
 }
 

@@ -4,9 +4,9 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/sluice-scm/sluice/internal/accounts"
 	"github.com/sluice-scm/sluice/internal/auth"
 	"github.com/sluice-scm/sluice/internal/problem"
-	"github.com/sluice-scm/sluice/internal/repo"
 	"github.com/sluice-scm/sluice/internal/store"
 )
 
@@ -148,7 +148,7 @@ func (c *call) listAllRepos() error {
 }
 
 func (c *call) createRepo() error {
-	proj, err := c.projectFor(auth.Write)
+	proj, err := c.projectFor(auth.Read)
 	if err != nil {
 		return err
 	}
@@ -159,34 +159,14 @@ func (c *call) createRepo() error {
 	if b.ScmID != nil && *b.ScmID != "" && *b.ScmID != "git" {
 		return problem.New(problem.Invalid, "scmId must be \"git\"")
 	}
-	r := store.Repository{ProjectID: proj.ID, ProjectKey: proj.Key}
-	if b.Name != nil {
-		r.Name = *b.Name
-	}
-	if err := store.ValidateRepoName(r.Name); err != nil {
+	r, err := c.s.Accounts.CreateRepository(c.ctx, c.actor(), proj, accounts.NewRepository{
+		Name: deref(b.Name), Description: deref(b.Description), DefaultBranch: deref(b.DefaultBranch),
+		Public: b.Public != nil && *b.Public,
+	})
+	if err != nil {
 		return err
 	}
-	if b.Description != nil {
-		r.Description = *b.Description
-	}
-	if err := checkText("repository description", r.Description, 4000); err != nil {
-		return err
-	}
-	if b.Public != nil {
-		r.Public = *b.Public
-	}
-	if b.DefaultBranch != nil && *b.DefaultBranch != "" {
-		ref, err := branchRef("defaultBranch", *b.DefaultBranch)
-		if err != nil {
-			return err
-		}
-		r.DefaultBranch = strings.TrimPrefix(ref, "refs/heads/")
-	}
-	if err := repo.Provision(c.ctx, c.s.Store, c.s.Repos, &r); err != nil {
-		return err
-	}
-	c.s.logger.Info("repository created", "project", proj.Key, "repo", r.Slug, "repo_id", r.ID, "principal", c.p.String())
-	return c.jsonStatus(http.StatusCreated, c.s.repoJSON(&r, proj))
+	return c.jsonStatus(http.StatusCreated, c.s.repoJSON(r, proj))
 }
 
 func (c *call) getRepo() error {
@@ -205,7 +185,7 @@ func (c *call) getRepo() error {
 // changes the description or visibility, or moves the repository to
 // another project the caller may write to.
 func (c *call) updateRepo() error {
-	proj, r, err := c.repoFor(auth.Admin)
+	proj, r, err := c.repoFor(auth.Read)
 	if err != nil {
 		return err
 	}
@@ -213,32 +193,7 @@ func (c *call) updateRepo() error {
 	if err := c.decode(&b, false); err != nil {
 		return err
 	}
-	if b.Name != nil && *b.Name != r.Name {
-		if err := store.ValidateRepoName(*b.Name); err != nil {
-			return err
-		}
-		r.Name = *b.Name
-		r.Slug = store.Slugify(*b.Name)
-		if err := store.ValidateSlug(r.Slug); err != nil {
-			return err
-		}
-	}
-	if b.Description != nil {
-		if err := checkText("repository description", *b.Description, 4000); err != nil {
-			return err
-		}
-		r.Description = *b.Description
-	}
-	if b.Public != nil {
-		r.Public = *b.Public
-	}
-	if b.DefaultBranch != nil && *b.DefaultBranch != "" {
-		// The default branch has its own endpoint (it moves HEAD); here it
-		// is accepted only when unchanged, so a round-tripped GET body works.
-		if strings.TrimPrefix(*b.DefaultBranch, "refs/heads/") != r.DefaultBranch {
-			return problem.New(problem.Invalid, "defaultBranch is changed through the default-branch resource")
-		}
-	}
+	ch := accounts.RepositoryChange{Name: b.Name, Description: b.Description, Public: b.Public, DefaultBranch: b.DefaultBranch}
 	target := proj
 	if b.Project != nil && b.Project.Key != "" && !strings.EqualFold(b.Project.Key, proj.Key) {
 		dst, err := c.s.Store.ProjectByKey(c.ctx, b.Project.Key)
@@ -248,15 +203,12 @@ func (c *call) updateRepo() error {
 		if err != nil {
 			return err
 		}
-		if err := c.authorize(auth.Resource{Project: dst}, auth.Write); err != nil {
-			return err
-		}
-		r.ProjectID, target = dst.ID, dst
+		ch.Project, target = dst, dst
 	}
-	if err := c.s.Store.UpdateRepo(c.ctx, r); err != nil {
+	r, err = c.s.Accounts.UpdateRepository(c.ctx, c.actor(), r, ch)
+	if err != nil {
 		return err
 	}
-	c.s.logger.Info("repository updated", "repo_id", r.ID, "project", target.Key, "repo", r.Slug, "principal", c.p.String())
 	out, err := c.repoWithOrigin(r, target)
 	if err != nil {
 		return err
@@ -265,14 +217,13 @@ func (c *call) updateRepo() error {
 }
 
 func (c *call) deleteRepo() error {
-	_, r, err := c.repoFor(auth.Admin)
+	_, r, err := c.repoFor(auth.Read)
 	if err != nil {
 		return err
 	}
-	if err := repo.Remove(c.ctx, c.s.Store, c.s.Repos, r); err != nil {
+	if err := c.s.Accounts.DeleteRepository(c.ctx, c.actor(), r); err != nil {
 		return err
 	}
-	c.s.logger.Info("repository deleted", "repo_id", r.ID, "project", r.ProjectKey, "repo", r.Slug, "principal", c.p.String())
 	// Bitbucket answers 202: deletion is accepted.
 	c.w.WriteHeader(http.StatusAccepted)
 	return nil
@@ -307,43 +258,12 @@ func (c *call) forkRepo() error {
 			return err
 		}
 	}
-	if err := c.authorize(auth.Resource{Project: target}, auth.Write); err != nil {
-		if target == proj && problem.Is(err, problem.NotFound) {
-			// The caller reads a repository of this project, so its
-			// existence is no secret; say what is missing.
-			return problem.New(problem.Forbidden, "you do not have permission to create repositories in project %q", proj.Key)
-		}
+	in := accounts.NewRepository{Name: deref(b.Name), Description: deref(b.Description), Public: b.Public != nil && *b.Public}
+	fork, err := c.s.Accounts.ForkRepository(c.ctx, c.actor(), origin, target, in)
+	if err != nil {
 		return err
 	}
-	fork := store.Repository{
-		ProjectID: target.ID, ProjectKey: target.Key, Name: origin.Name,
-		Description: origin.Description, DefaultBranch: origin.DefaultBranch, ForkOf: origin.ID,
-	}
-	if b.Name != nil && *b.Name != "" {
-		fork.Name = *b.Name
-	}
-	if err := store.ValidateRepoName(fork.Name); err != nil {
-		return err
-	}
-	if b.Description != nil {
-		if err := checkText("repository description", *b.Description, 4000); err != nil {
-			return err
-		}
-		fork.Description = *b.Description
-	}
-	if b.Public != nil {
-		fork.Public = *b.Public
-	}
-	if err := repo.Provision(c.ctx, c.s.Store, c.s.Repos, &fork); err != nil {
-		return err
-	}
-	// Refs appeared without a ref transaction; readers caching by
-	// generation must see a new one.
-	if err := c.s.Store.BumpGeneration(c.ctx, fork.ID); err != nil {
-		c.s.logger.Warn("bump generation after fork", "repo_id", fork.ID, "err", err)
-	}
-	c.s.logger.Info("repository forked", "origin_id", origin.ID, "repo_id", fork.ID, "principal", c.p.String())
-	out := c.s.repoJSON(&fork, target)
+	out := c.s.repoJSON(fork, target)
 	oj := c.s.repoJSON(origin, proj)
 	out.Origin = &oj
 	return c.jsonStatus(http.StatusCreated, out)

@@ -1,11 +1,7 @@
 package api
 
 import (
-	"slices"
 	"strconv"
-	"strings"
-
-	"golang.org/x/crypto/ssh"
 
 	"github.com/sluice-scm/sluice/internal/auth"
 	"github.com/sluice-scm/sluice/internal/problem"
@@ -78,23 +74,6 @@ func toSSHKeyJSON(k *store.SSHKey) sshKeyJSON {
 	return out
 }
 
-// newSSHKey parses and checks a pasted public key (auth's key policy).
-func newSSHKey(b sshKeyBody) (*store.SSHKey, error) {
-	pub, comment, err := auth.ParseAuthorizedKey(b.Text)
-	if err != nil {
-		return nil, err
-	}
-	label := strings.TrimSpace(b.Label)
-	if label == "" {
-		label = comment
-	}
-	return &store.SSHKey{
-		Label:       label,
-		PublicKey:   strings.TrimSpace(string(ssh.MarshalAuthorizedKey(pub))),
-		Fingerprint: ssh.FingerprintSHA256(pub),
-	}, nil
-}
-
 // sshKeyOwner is the user whose keys the call manages: the caller, or with
 // ?user=NAME another user when the caller is an administrator.
 func (c *call) sshKeyOwner() (*store.User, error) {
@@ -138,32 +117,17 @@ func (c *call) listSSHKeys() error {
 	return c.json(mapPage(slicePage(keys, pg), func(k store.SSHKey) sshKeyJSON { return toSSHKeyJSON(&k) }))
 }
 
-// fullSession refuses callers authenticated with an access token.
-func (c *call) fullSession(what string) error {
-	if c.p.TokenID != 0 || c.p.Scope != "" {
-		return problem.New(problem.Forbidden, "access tokens cannot %s; sign in with your password", what)
-	}
-	return nil
-}
-
 func (c *call) addSSHKey() error {
 	u, err := c.sshKeyOwner()
 	if err != nil {
-		return err
-	}
-	if err := c.fullSession("add SSH keys"); err != nil {
 		return err
 	}
 	var b sshKeyBody
 	if err := c.decode(&b, false); err != nil {
 		return err
 	}
-	k, err := newSSHKey(b)
+	k, err := c.s.Accounts.AddSSHKey(c.ctx, c.actor(), u, b.Text, b.Label)
 	if err != nil {
-		return err
-	}
-	k.UserID = u.ID
-	if err := c.s.Store.AddSSHKey(c.ctx, k); err != nil {
 		return err
 	}
 	return c.jsonStatus(201, toSSHKeyJSON(k))
@@ -177,35 +141,19 @@ func (c *call) keyID() (int64, error) {
 	return id, nil
 }
 
-// deleteFrom deletes key id if it is among keys; another owner's key is
-// NotFound, like a missing one.
-func (c *call) deleteFrom(keys []store.SSHKey, id int64) error {
-	if !slices.ContainsFunc(keys, func(k store.SSHKey) bool { return k.ID == id }) {
-		return problem.New(problem.NotFound, "SSH key not found")
-	}
-	if err := c.s.Store.DeleteSSHKey(c.ctx, id); err != nil {
-		return err
-	}
-	return c.noContent()
-}
-
 func (c *call) deleteSSHKey() error {
 	u, err := c.sshKeyOwner()
 	if err != nil {
-		return err
-	}
-	if err := c.fullSession("delete SSH keys"); err != nil {
 		return err
 	}
 	id, err := c.keyID()
 	if err != nil {
 		return err
 	}
-	keys, err := c.s.Store.ListSSHKeys(c.ctx, u.ID)
-	if err != nil {
+	if err := c.s.Accounts.DeleteSSHKey(c.ctx, c.actor(), u, id); err != nil {
 		return err
 	}
-	return c.deleteFrom(keys, id)
+	return c.noContent()
 }
 
 func accessPermission(s store.Scope) string {
@@ -235,7 +183,7 @@ func (c *call) listAccessKeys() error {
 }
 
 func (c *call) addAccessKey() error {
-	proj, r, err := c.repoFor(auth.Admin)
+	proj, r, err := c.repoFor(auth.Read)
 	if err != nil {
 		return err
 	}
@@ -252,19 +200,15 @@ func (c *call) addAccessKey() error {
 	default:
 		return problem.New(problem.Invalid, "permission must be REPO_READ or REPO_WRITE")
 	}
-	k, err := newSSHKey(b.Key)
+	k, err := c.s.Accounts.AddAccessKey(c.ctx, c.actor(), r, b.Key.Text, b.Key.Label, scope)
 	if err != nil {
-		return err
-	}
-	k.RepoID, k.Scope = r.ID, scope
-	if err := c.s.Store.AddSSHKey(c.ctx, k); err != nil {
 		return err
 	}
 	return c.jsonStatus(201, accessKeyJSON{Key: toSSHKeyJSON(k), Repository: c.s.repoJSON(r, proj), Permission: accessPermission(scope)})
 }
 
 func (c *call) deleteAccessKey() error {
-	_, r, err := c.repoFor(auth.Admin)
+	_, r, err := c.repoFor(auth.Read)
 	if err != nil {
 		return err
 	}
@@ -272,9 +216,8 @@ func (c *call) deleteAccessKey() error {
 	if err != nil {
 		return err
 	}
-	keys, err := c.s.Store.ListAccessKeys(c.ctx, r.ID)
-	if err != nil {
+	if err := c.s.Accounts.DeleteAccessKey(c.ctx, c.actor(), r, id); err != nil {
 		return err
 	}
-	return c.deleteFrom(keys, id)
+	return c.noContent()
 }

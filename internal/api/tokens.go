@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/sluice-scm/sluice/internal/accounts"
 	"github.com/sluice-scm/sluice/internal/auth"
 	"github.com/sluice-scm/sluice/internal/problem"
 	"github.com/sluice-scm/sluice/internal/store"
@@ -35,8 +36,8 @@ type tokenBody struct {
 	ExpiryDays  *int     `json:"expiryDays"`
 }
 
-// maxExpiryDays caps token lifetime at ten years: longer is "never" in
-// practice, and the arithmetic stays far from overflowing a time.Time.
+// maxExpiryDays keeps a huge expiryDays from overflowing a Duration on
+// its way to the accounts service, which refuses anything over ten years.
 const maxExpiryDays = 3650
 
 func scopePermissions(s store.Scope) []string {
@@ -144,11 +145,6 @@ func (c *call) createToken() error {
 	if err != nil {
 		return err
 	}
-	// A token must not mint tokens: a leaked read token would otherwise be
-	// a way to an admin one.
-	if c.p.Scope != "" || c.p.TokenID != 0 {
-		return problem.New(problem.Forbidden, "access tokens cannot create access tokens; sign in with your password")
-	}
 	var b tokenBody
 	if err := c.decode(&b, false); err != nil {
 		return err
@@ -157,15 +153,16 @@ func (c *call) createToken() error {
 	if err != nil {
 		return err
 	}
-	var expires *time.Time
+	var lifetime time.Duration
 	if b.ExpiryDays != nil {
-		if *b.ExpiryDays < 1 || *b.ExpiryDays > maxExpiryDays {
-			return problem.New(problem.Invalid, "expiryDays must be between 1 and %d", maxExpiryDays)
+		// 0 would mean "never" to the service; here never is leaving the
+		// field out, as in Bitbucket.
+		if *b.ExpiryDays < 1 {
+			return problem.New(problem.Invalid, "expiryDays must be at least 1")
 		}
-		t := time.Now().Add(time.Duration(*b.ExpiryDays) * 24 * time.Hour)
-		expires = &t
+		lifetime = time.Duration(min(*b.ExpiryDays, maxExpiryDays+1)) * 24 * time.Hour
 	}
-	secret, tok, err := c.s.Auth.CreateToken(c.ctx, u.ID, b.Name, scope, expires)
+	secret, tok, err := c.s.Accounts.CreateToken(c.ctx, c.actor(), u, accounts.NewToken{Name: b.Name, Scope: scope, Lifetime: lifetime})
 	if err != nil {
 		return err
 	}
@@ -183,9 +180,8 @@ func (c *call) deleteToken() error {
 	if err != nil || id <= 0 {
 		return problem.New(problem.NotFound, "token not found")
 	}
-	if err := c.s.Store.RevokeToken(c.ctx, u.ID, id); err != nil {
+	if err := c.s.Accounts.RevokeToken(c.ctx, c.actor(), u, id); err != nil {
 		return err
 	}
-	c.s.logger.Info("token revoked", "user", u.Name, "token_id", id, "principal", c.p.String())
 	return c.noContent()
 }

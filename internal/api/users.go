@@ -3,13 +3,11 @@ package api
 import (
 	"strings"
 
+	"github.com/sluice-scm/sluice/internal/accounts"
 	"github.com/sluice-scm/sluice/internal/auth"
 	"github.com/sluice-scm/sluice/internal/problem"
 	"github.com/sluice-scm/sluice/internal/store"
 )
-
-// Bitbucket caps display names and e-mail addresses at 255 characters.
-const maxUserText = 255
 
 func (c *call) listUsers() error {
 	if err := c.global(auth.Read); err != nil {
@@ -49,53 +47,16 @@ func (c *call) userByQuery(param string) (*store.User, error) {
 // createUser is Bitbucket's POST /admin/users, which takes its input as
 // query parameters.
 func (c *call) createUser() error {
-	if err := c.global(auth.Admin); err != nil {
-		return err
-	}
-	u := store.User{
+	_, err := c.s.Accounts.CreateUser(c.ctx, c.actor(), accounts.NewUser{
 		Name:        c.query("name"),
 		DisplayName: c.query("displayName"),
 		Email:       c.query("emailAddress"),
-		Active:      true,
-	}
-	if err := store.ValidateUserName(u.Name); err != nil {
+		Password:    c.query("password"),
+	})
+	if err != nil {
 		return err
 	}
-	if u.DisplayName == "" {
-		u.DisplayName = u.Name
-	}
-	if err := checkText("displayName", u.DisplayName, maxUserText); err != nil {
-		return err
-	}
-	if err := checkEmail(u.Email); err != nil {
-		return err
-	}
-	if pw := c.query("password"); pw != "" {
-		hash, err := auth.HashPassword(pw)
-		if err != nil {
-			return err
-		}
-		u.PasswordHash = hash
-	}
-	if err := c.s.Store.CreateUser(c.ctx, &u); err != nil {
-		return err
-	}
-	c.s.logger.Info("user created", "user", u.Name, "principal", c.p.String())
 	return c.noContent()
-}
-
-func checkEmail(e string) error {
-	if e == "" {
-		return nil
-	}
-	if err := checkText("emailAddress", e, maxUserText); err != nil {
-		return err
-	}
-	local, domain, ok := strings.Cut(e, "@")
-	if !ok || local == "" || domain == "" || strings.ContainsAny(e, " <>") {
-		return problem.New(problem.Invalid, "emailAddress %s is not an e-mail address", quoteShort(e))
-	}
-	return nil
 }
 
 type userUpdateBody struct {
@@ -124,32 +85,12 @@ func (c *call) updateUser() error {
 	if err != nil {
 		return err
 	}
-	if b.DisplayName != nil {
-		if strings.TrimSpace(*b.DisplayName) == "" {
-			return problem.New(problem.Invalid, "displayName must not be empty")
-		}
-		if err := checkText("displayName", *b.DisplayName, maxUserText); err != nil {
-			return err
-		}
-		u.DisplayName = *b.DisplayName
-	}
 	email := b.Email
 	if email == nil {
 		email = b.EmailAddress
 	}
-	if email != nil {
-		if err := checkEmail(*email); err != nil {
-			return err
-		}
-		u.Email = *email
-	}
-	if b.Active != nil {
-		if !*b.Active && u.ID == c.p.UserID {
-			return problem.New(problem.Invalid, "you cannot deactivate yourself")
-		}
-		u.Active = *b.Active
-	}
-	if err := c.s.Store.UpdateUser(c.ctx, u); err != nil {
+	u, err = c.s.Accounts.UpdateUser(c.ctx, c.actor(), u, accounts.UserChange{DisplayName: b.DisplayName, Email: email, Active: b.Active})
+	if err != nil {
 		return err
 	}
 	return c.json(c.s.userJSON(u))
@@ -173,22 +114,13 @@ func (c *call) setPassword() error {
 	if b.Name == "" {
 		return problem.New(problem.Invalid, "name is required")
 	}
-	if b.Password != b.PasswordConfirm {
-		return problem.New(problem.Invalid, "password and passwordConfirm differ")
-	}
 	u, err := c.s.Store.UserByName(c.ctx, b.Name)
 	if err != nil {
 		return err
 	}
-	hash, err := auth.HashPassword(b.Password)
-	if err != nil {
+	if err := c.s.Accounts.SetPassword(c.ctx, c.actor(), u, b.Password, b.PasswordConfirm); err != nil {
 		return err
 	}
-	u.PasswordHash = hash
-	if err := c.s.Store.UpdateUser(c.ctx, u); err != nil {
-		return err
-	}
-	c.s.logger.Info("password set", "user", u.Name, "principal", c.p.String())
 	return c.noContent()
 }
 
@@ -200,15 +132,9 @@ func (c *call) deleteUser() error {
 	if err != nil {
 		return err
 	}
-	if u.ID == c.p.UserID {
-		// An administrator deleting themselves may leave nobody able to
-		// administer the server; Bitbucket refuses it too.
-		return problem.New(problem.Invalid, "you cannot delete yourself")
-	}
-	if err := c.s.Store.DeleteUser(c.ctx, u.ID); err != nil {
+	if err := c.s.Accounts.DeleteUser(c.ctx, c.actor(), u); err != nil {
 		return err
 	}
-	c.s.logger.Info("user deleted", "user", u.Name, "principal", c.p.String())
 	return c.json(c.s.userJSON(u))
 }
 
@@ -231,17 +157,10 @@ func (c *call) listGroups() error {
 
 // createGroup is Bitbucket's POST /admin/groups?name=G.
 func (c *call) createGroup() error {
-	if err := c.global(auth.Admin); err != nil {
+	g, err := c.s.Accounts.CreateGroup(c.ctx, c.actor(), c.query("name"))
+	if err != nil {
 		return err
 	}
-	g := store.Group{Name: c.query("name")}
-	if err := store.ValidateGroupName(g.Name); err != nil {
-		return err
-	}
-	if err := c.s.Store.CreateGroup(c.ctx, &g); err != nil {
-		return err
-	}
-	c.s.logger.Info("group created", "group", g.Name, "principal", c.p.String())
 	return c.json(groupJSON{Name: g.Name, Deletable: true})
 }
 
@@ -257,10 +176,9 @@ func (c *call) deleteGroup() error {
 	if err != nil {
 		return err
 	}
-	if err := c.s.Store.DeleteGroup(c.ctx, g.ID); err != nil {
+	if err := c.s.Accounts.DeleteGroup(c.ctx, c.actor(), g); err != nil {
 		return err
 	}
-	c.s.logger.Info("group deleted", "group", g.Name, "principal", c.p.String())
 	return c.json(groupJSON{Name: g.Name, Deletable: true})
 }
 
@@ -272,10 +190,6 @@ type membershipBody struct {
 	Context  string   `json:"context"`
 	ItemName string   `json:"itemName"`
 }
-
-// maxMembershipUsers bounds one membership request; Bitbucket's UI adds a
-// handful at a time, scripts can loop.
-const maxMembershipUsers = 1000
 
 func (c *call) changeMembers(add bool) error {
 	if err := c.global(auth.Admin); err != nil {
@@ -298,36 +212,18 @@ func (c *call) changeMembers(add bool) error {
 	if len(users) == 0 {
 		return problem.New(problem.Invalid, "users is required")
 	}
-	if len(users) > maxMembershipUsers {
-		return problem.New(problem.Invalid, "at most %d users per request", maxMembershipUsers)
-	}
 	g, err := c.s.Store.GroupByName(c.ctx, groupName)
 	if err != nil {
 		return err
 	}
-	// Resolve every name first, so a typo in the list changes nothing.
-	ids := make([]int64, 0, len(users))
-	for _, name := range users {
-		u, err := c.s.Store.UserByName(c.ctx, name)
-		if err != nil {
-			if problem.Is(err, problem.NotFound) {
-				return problem.New(problem.NotFound, "user %s not found", quoteShort(name))
-			}
-			return err
-		}
-		ids = append(ids, u.ID)
+	if add {
+		err = c.s.Accounts.AddMembers(c.ctx, c.actor(), g, users)
+	} else {
+		err = c.s.Accounts.RemoveMembers(c.ctx, c.actor(), g, users)
 	}
-	for _, id := range ids {
-		if add {
-			err = c.s.Store.AddGroupMember(c.ctx, g.ID, id)
-		} else {
-			err = c.s.Store.RemoveGroupMember(c.ctx, g.ID, id)
-		}
-		if err != nil && !problem.Is(err, problem.Conflict) {
-			return err
-		}
+	if err != nil {
+		return err
 	}
-	c.s.logger.Info("group membership changed", "group", g.Name, "added", add, "users", len(ids), "principal", c.p.String())
 	return c.noContent()
 }
 

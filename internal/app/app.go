@@ -33,6 +33,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/sluice-scm/sluice/internal/accounts"
 	"github.com/sluice-scm/sluice/internal/api"
 	"github.com/sluice-scm/sluice/internal/auth"
 	"github.com/sluice-scm/sluice/internal/config"
@@ -42,7 +43,6 @@ import (
 	"github.com/sluice-scm/sluice/internal/hosting"
 	"github.com/sluice-scm/sluice/internal/jobs"
 	"github.com/sluice-scm/sluice/internal/packcache"
-	"github.com/sluice-scm/sluice/internal/problem"
 	"github.com/sluice-scm/sluice/internal/pull"
 	"github.com/sluice-scm/sluice/internal/repo"
 	"github.com/sluice-scm/sluice/internal/sshd"
@@ -68,6 +68,7 @@ type App struct {
 	DB       *store.DB
 	Store    store.Store
 	Auth     *auth.Service
+	Accounts *accounts.Service
 	Git      *gitcmd.Runner
 	Repos    *repo.Manager
 	Hooks    *hooks.Server
@@ -176,6 +177,7 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger, opts Optio
 	}
 	a.Repos = repo.NewManager(cfg.Storage.Repositories, a.Git, logger)
 	a.Repos.SetWantCheckTimeout(cfg.Git.WantCheckTimeout.Duration)
+	a.Accounts = accounts.New(a.Store, a.Auth, a.Repos, logger)
 	wantChecks := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sluice_git_want_checks_total",
 		Help: "Protocol v2 fetches whose wants were checked, by outcome (tip: every want a visible tip, walked: proven by a walk, missing, unreachable, timeout, error).",
@@ -429,19 +431,12 @@ func (a *App) bootstrapAdmin(ctx context.Context, out io.Writer) error {
 		}
 		password = base64.RawURLEncoding.EncodeToString(b)
 	}
-	hash, err := auth.HashPassword(password)
+	made, err := a.Accounts.BootstrapAdmin(ctx, password)
 	if err != nil {
-		return err
-	}
-	u := &store.User{Name: "admin", DisplayName: "Administrator", PasswordHash: hash, Active: true}
-	if err := a.Store.CreateUser(ctx, u); err != nil {
-		if problem.Is(err, problem.Conflict) {
-			return nil // another node bootstrapped at the same moment
-		}
 		return fmt.Errorf("create admin user: %w", err)
 	}
-	if err := a.Store.SetGlobalPermission(ctx, store.Grant{UserID: u.ID, Permission: store.PermSysAdmin}); err != nil {
-		return fmt.Errorf("grant admin: %w", err)
+	if !made {
+		return nil // another node bootstrapped at the same moment
 	}
 	if generated && out != nil {
 		fmt.Fprintf(out, "\nSluice created the administrator account.\n  username: admin\n  password: %s\nThis password is shown only once; change it after signing in.\n\n", password)
@@ -632,6 +627,7 @@ func (a *App) routes() http.Handler {
 		return api.New(api.Deps{
 			Store:      a.Store,
 			Auth:       a.Auth,
+			Accounts:   a.Accounts,
 			Repos:      a.Repos,
 			Git:        a.Git,
 			Hooks:      a.Hooks,

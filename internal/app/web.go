@@ -20,6 +20,7 @@ func (a *App) web() http.Handler {
 			Store:      a.Store,
 			Sessions:   a.DB,
 			Auth:       a.Auth,
+			Accounts:   a.Accounts,
 			Repos:      a.Repos,
 			Logger:     a.Logger,
 			BaseURL:    a.BaseURL(),

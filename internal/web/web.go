@@ -50,6 +50,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluice-scm/sluice/internal/accounts"
 	"github.com/sluice-scm/sluice/internal/auth"
 	"github.com/sluice-scm/sluice/internal/jobs"
 	"github.com/sluice-scm/sluice/internal/packcache"
@@ -96,6 +97,9 @@ type Deps struct {
 	Store    store.Store
 	Sessions store.SessionStore
 	Auth     *auth.Service
+	// Accounts makes every change to users, groups, projects, repository
+	// settings, grants, SSH keys and tokens.
+	Accounts *accounts.Service
 	Repos    *repo.Manager
 	Logger   *slog.Logger
 	// BaseURL is how users reach this server over HTTP, without a trailing
