@@ -31,8 +31,38 @@
 // sluice_jobs_enqueued_total counts inserted jobs (a unique duplicate that
 // was skipped is not counted).
 //
-// Periodic jobs are enqueued by River's elected leader only, so a cluster
-// runs each once per interval, not once per node.
+// Periodic jobs keep their schedule in the database, not in memory.
+// River's own periodic jobs live in its elected leader's memory and start
+// counting from zero at every leader change, so an hourly job in a cluster
+// whose leadership moved more often than hourly never ran. Here the
+// job_schedules table holds each periodic job's next run, by the
+// database's clock; every node looks, and a node enqueues a run only by
+// moving next_run_at forward from a due value in the transaction that
+// inserts the job. Exactly one node enqueues each run, whichever node it
+// is, and a restart, a leader change or a node's death forgets nothing.
+// A job registered for the first time runs one interval after its first
+// start; an interval shortened by a new release takes effect at once.
+//
+// Rescue. A job whose node died stays `running` in River's table until
+// River's rescuer (its leader, RescueStuckJobsAfter) gives up on it, and a
+// unique job (one housekeeping per repository) blocks its successors all
+// that time. Each River client id is "<node id>_<incarnation>" (the
+// incarnation is the process start in nanoseconds), which River records in
+// attempted_by, so the node that ran a job is known. A node puts back in
+// the queue, at once, every running job attempted by an earlier
+// incarnation of itself when it starts (before it works anything), and
+// every RescueInterval it does the same for running jobs of nodes that
+// Config.LiveNodes (the cluster registry) no longer lists as live, once the
+// attempt is older than RescueGrace (a node starts working jobs a moment
+// before it registers). With Config.SoleWorker (SQLite, whose server lock
+// admits one server) every running job not attempted by this process is
+// an orphan. A rescued job becomes available again with an error naming
+// the reason, or is discarded if it has no attempts left; the update is
+// conditional on the job still being in that attempt, so two nodes
+// rescuing at once never put back a job a third has since started.
+// sluice_jobs_rescued_total counts them. River's rescuer remains the
+// backstop for a handler that ignores its context: it retries a job
+// running longer than the largest kind timeout plus rescueMargin.
 package jobs
 
 import (
@@ -44,11 +74,14 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/riverdriver/riversqlite"
 	"github.com/riverqueue/river/rivermigrate"
@@ -66,6 +99,22 @@ const migrateLockKey int64 = 0x2b3c3e3c5bd22fb9
 // minute) is too short for housekeeping a large repository; an hour is.
 const DefaultJobTimeout = time.Hour
 
+// Rescue defaults. RescueInterval is how often a node looks for jobs of
+// dead nodes: one query over the few running rows, cheap enough every ten
+// seconds, and short beside the half minute a node takes to count as gone.
+// RescueGrace covers the moment between a node starting its workers and
+// registering (and its clock's skew against the attempt time).
+const (
+	DefaultRescueInterval = 10 * time.Second
+	DefaultRescueGrace    = 30 * time.Second
+)
+
+// rescueMargin is how long past its timeout a job may still be running
+// before River's rescuer retries it elsewhere: a cancelled handler's git
+// processes are killed within seconds, so five minutes means the handler
+// ignored its context, not that it is finishing.
+const rescueMargin = 5 * time.Minute
+
 // Config configures a Queue.
 type Config struct {
 	// Workers is how many jobs this node runs at once (default 4).
@@ -79,8 +128,21 @@ type Config struct {
 	// RetryBackoff, when set, replaces River's default backoff (attempt⁴
 	// seconds) between the attempts of a failed job.
 	RetryBackoff func(attempt int) time.Duration
-	// JobTimeout bounds one run (0: DefaultJobTimeout).
+	// JobTimeout bounds one run of a kind registered without a Timeout
+	// (0: DefaultJobTimeout).
 	JobTimeout time.Duration
+	// LiveNodes lists the ids of the nodes currently live (the cluster
+	// registry); running jobs of any other node are rescued. nil: only
+	// this node's earlier incarnations' jobs are.
+	LiveNodes func(ctx context.Context) (map[string]bool, error)
+	// SoleWorker says no other process works this database's jobs (the
+	// SQLite server lock guarantees it): at Start every running job is an
+	// orphan, whatever node id it was attempted under.
+	SoleWorker bool
+	// RescueInterval and RescueGrace: see the package doc (0: the
+	// Default* constants; tests shorten them).
+	RescueInterval time.Duration
+	RescueGrace    time.Duration
 }
 
 // Handler does the work of one job. An error makes River retry the job
@@ -94,16 +156,33 @@ type Queue struct {
 	logger  *slog.Logger
 	metrics *metrics
 	db      *store.DB // River's tables live here; Stats reads them
-	build   func(*river.Config) (riverClient, error)
+	build   func(*river.Config) (*built, error)
+	sql     scheduleSQL
+	// incarnation tells this process's River client from an earlier one
+	// of the same node (see the package doc).
+	incarnation string
 
-	mu            sync.Mutex
-	workers       *river.Workers
-	handlers      map[string]bool
-	periodic      []*river.PeriodicJob
-	periodicKinds []string
-	setupErr      error       // first error from Handle or Periodic, reported by Start
-	client        riverClient // built at the first Start or Enqueue; frozen after
-	started       bool
+	mu       sync.Mutex
+	workers  *river.Workers
+	handlers map[string]bool
+	timeouts map[string]time.Duration // kinds registered with Timeout
+	periodic []periodicJob
+	setupErr error  // first error from Handle or Periodic, reported by Start
+	b        *built // built at the first Start or Enqueue; frozen after
+	client   riverClient
+	started  bool
+	stopBg   context.CancelFunc // ends the schedule and rescue loops
+	bg       sync.WaitGroup
+}
+
+// built is the River client and what this package needs beside it that
+// depends on the driver's transaction type.
+type built struct {
+	client riverClient
+	exec   riverdriver.Executor
+	// claimInsert runs claim (an UPDATE of job_schedules) and, only when
+	// it changed a row, inserts the job, in one transaction.
+	claimInsert func(ctx context.Context, claim string, claimArgs []any, args river.JobArgs, opts *river.InsertOpts) (bool, *rivertype.JobInsertResult, error)
 }
 
 // riverClient is what Queue uses of *river.Client[TTx], whatever TTx the
@@ -121,6 +200,7 @@ type metrics struct {
 	wait     *prometheus.HistogramVec
 	run      *prometheus.HistogramVec
 	enqueued *prometheus.CounterVec
+	rescued  *prometheus.CounterVec
 }
 
 // New migrates River's schema in db and returns a Queue using it. Register
@@ -132,16 +212,24 @@ func New(db *store.DB, cfg Config, logger *slog.Logger, reg prometheus.Registere
 	if cfg.JobTimeout <= 0 {
 		cfg.JobTimeout = DefaultJobTimeout
 	}
+	if cfg.RescueInterval <= 0 {
+		cfg.RescueInterval = DefaultRescueInterval
+	}
+	if cfg.RescueGrace <= 0 {
+		cfg.RescueGrace = DefaultRescueGrace
+	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	logger = logger.With("component", "jobs")
 	q := &Queue{
-		cfg:      cfg,
-		logger:   logger,
-		db:       db,
-		workers:  river.NewWorkers(),
-		handlers: map[string]bool{},
+		cfg:         cfg,
+		logger:      logger,
+		db:          db,
+		incarnation: strconv.FormatInt(time.Now().UnixNano(), 10),
+		workers:     river.NewWorkers(),
+		handlers:    map[string]bool{},
+		timeouts:    map[string]time.Duration{},
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -151,7 +239,30 @@ func New(db *store.DB, cfg Config, logger *slog.Logger, reg prometheus.Registere
 		if err := migratePostgres(ctx, driver, db, logger); err != nil {
 			return nil, err
 		}
-		q.build = func(c *river.Config) (riverClient, error) { return river.NewClient(driver, c) }
+		q.sql = postgresSchedule
+		q.build = func(rc *river.Config) (*built, error) {
+			c, err := river.NewClient(driver, rc)
+			if err != nil {
+				return nil, err
+			}
+			return &built{client: c, exec: driver.GetExecutor(),
+				claimInsert: func(ctx context.Context, claim string, cargs []any, args river.JobArgs, opts *river.InsertOpts) (bool, *rivertype.JobInsertResult, error) {
+					tx, err := db.Pgx().Begin(ctx)
+					if err != nil {
+						return false, nil, err
+					}
+					defer tx.Rollback(ctx)
+					tag, err := tx.Exec(ctx, claim, cargs...)
+					if err != nil || tag.RowsAffected() == 0 {
+						return false, nil, err
+					}
+					res, err := c.InsertTx(ctx, tx, args, opts)
+					if err != nil {
+						return false, nil, err
+					}
+					return true, res, tx.Commit(ctx)
+				}}, nil
+		}
 	case "sqlite":
 		driver := riversqlite.New(db.SQL())
 		if err := migrateSQLite(ctx, driver, db.SQL(), logger); err != nil {
@@ -161,9 +272,33 @@ func New(db *store.DB, cfg Config, logger *slog.Logger, reg prometheus.Registere
 		// by polling a table every 50 ms, forever, twenty queries a second
 		// on an idle node. One node on one database file gains nothing
 		// from it that FetchPollInterval does not give.
-		q.build = func(c *river.Config) (riverClient, error) {
-			c.PollOnly = true
-			return river.NewClient(driver, c)
+		q.sql = sqliteSchedule
+		q.build = func(rc *river.Config) (*built, error) {
+			rc.PollOnly = true
+			c, err := river.NewClient(driver, rc)
+			if err != nil {
+				return nil, err
+			}
+			return &built{client: c, exec: driver.GetExecutor(),
+				claimInsert: func(ctx context.Context, claim string, cargs []any, args river.JobArgs, opts *river.InsertOpts) (bool, *rivertype.JobInsertResult, error) {
+					tx, err := db.SQL().BeginTx(ctx, nil)
+					if err != nil {
+						return false, nil, err
+					}
+					defer tx.Rollback()
+					r, err := tx.ExecContext(ctx, claim, cargs...)
+					if err != nil {
+						return false, nil, err
+					}
+					if n, err := r.RowsAffected(); err != nil || n == 0 {
+						return false, nil, err
+					}
+					res, err := c.InsertTx(ctx, tx, args, opts)
+					if err != nil {
+						return false, nil, err
+					}
+					return true, res, tx.Commit()
+				}}, nil
 		}
 	default:
 		return nil, fmt.Errorf("jobs: unsupported database %q", db.Dialect())
@@ -185,9 +320,13 @@ func New(db *store.DB, cfg Config, logger *slog.Logger, reg prometheus.Registere
 			Name: "sluice_jobs_enqueued_total",
 			Help: "Jobs inserted into the queue (unique duplicates excluded).",
 		}, []string{"kind"}),
+		rescued: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_jobs_rescued_total",
+			Help: "Running jobs of dead or restarted nodes put back in the queue (requeued) or, out of attempts, discarded.",
+		}, []string{"kind", "outcome"}),
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{q.metrics.wait, q.metrics.run, q.metrics.enqueued} {
+		for _, c := range []prometheus.Collector{q.metrics.wait, q.metrics.run, q.metrics.enqueued, q.metrics.rescued} {
 			if err := reg.Register(c); err != nil {
 				return nil, fmt.Errorf("register jobs metrics: %w", err)
 			}
@@ -251,11 +390,27 @@ func logMigrations(res *rivermigrate.MigrateResult, err error) func(*slog.Logger
 // fails at Handle rather than at Start.
 var kindPattern = regexp.MustCompile(`\A[\w][\w\-\[\]<>\/.·:+]+\z`)
 
+// HandleOption changes how a kind's jobs are run.
+type HandleOption func(*worker)
+
+// Timeout bounds one run of the kind's jobs instead of Config.JobTimeout:
+// the handler's context ends after d. Give a kind its real maximum: River's
+// rescuer retries a job still running rescueMargin past the largest
+// timeout of any kind, so one long kind keeps every other's stuck jobs
+// waiting for it.
+func Timeout(d time.Duration) HandleOption {
+	return func(w *worker) { w.timeout = d }
+}
+
 // Handle registers fn for jobs of kind. Call it before Start or the first
 // Enqueue; a bad or duplicate kind is reported by Start.
-func (q *Queue) Handle(kind string, fn Handler) {
+func (q *Queue) Handle(kind string, fn Handler, opts ...HandleOption) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	w := &worker{q: q, kind: kind, fn: fn}
+	for _, o := range opts {
+		o(w)
+	}
 	switch {
 	case q.client != nil:
 		q.fail(fmt.Errorf("jobs: handler for %q registered after the queue was built", kind))
@@ -263,16 +418,21 @@ func (q *Queue) Handle(kind string, fn Handler) {
 		q.fail(fmt.Errorf("jobs: invalid kind %q", kind))
 	case q.handlers[kind]:
 		q.fail(fmt.Errorf("jobs: two handlers for %q", kind))
+	case w.timeout < 0:
+		q.fail(fmt.Errorf("jobs: %q: timeout must not be negative", kind))
 	default:
 		q.handlers[kind] = true
-		river.AddWorkerArgs(q.workers, rawArgs{kind: kind}, &worker{q: q, kind: kind, fn: fn})
+		if w.timeout > 0 {
+			q.timeouts[kind] = w.timeout
+		}
+		river.AddWorkerArgs(q.workers, rawArgs{kind: kind}, w)
 	}
 }
 
-// Periodic enqueues a job of kind with payload every interval, from the
-// cluster's leader only. The job is unique while pending, so a stalled
-// queue does not pile them up. Call it before Start; errors are reported by
-// Start.
+// Periodic enqueues a job of kind with payload every interval, once per
+// cluster (see the package doc: the schedule is in the database). The job
+// is unique while pending, so a stalled queue does not pile them up. Call
+// it before Start; errors are reported by Start.
 func (q *Queue) Periodic(kind string, every time.Duration, payload any) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -289,14 +449,13 @@ func (q *Queue) Periodic(kind string, every time.Duration, payload any) {
 		q.fail(fmt.Errorf("jobs: periodic %q: interval must be positive", kind))
 		return
 	}
-	opts := &river.InsertOpts{}
-	Unique()(opts)
-	q.periodicKinds = append(q.periodicKinds, kind)
-	q.periodic = append(q.periodic, river.NewPeriodicJob(
-		river.PeriodicInterval(every),
-		func() (river.JobArgs, *river.InsertOpts) { return rawArgs{kind: kind, payload: raw}, opts },
-		&river.PeriodicJobOpts{ID: kind},
-	))
+	for _, p := range q.periodic {
+		if p.kind == kind {
+			q.fail(fmt.Errorf("jobs: periodic %q registered twice", kind))
+			return
+		}
+	}
+	q.periodic = append(q.periodic, periodicJob{kind: kind, every: every, payload: raw})
 }
 
 func (q *Queue) fail(err error) {
@@ -314,19 +473,23 @@ func (q *Queue) clientLocked() (riverClient, error) {
 	if q.client != nil {
 		return q.client, nil
 	}
-	for _, p := range q.periodicKinds {
-		if !q.handlers[p] {
-			return nil, fmt.Errorf("jobs: periodic %q has no handler", p)
+	for _, p := range q.periodic {
+		if !q.handlers[p.kind] {
+			return nil, fmt.Errorf("jobs: periodic %q has no handler", p.kind)
 		}
 	}
+	longest := q.cfg.JobTimeout
+	for _, d := range q.timeouts {
+		longest = max(longest, d)
+	}
 	rc := &river.Config{
-		ID:                fmt.Sprintf("%s_%d", cmp.Or(q.cfg.NodeID, "sluice"), time.Now().UnixNano()),
-		Logger:            q.logger,
-		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: q.cfg.Workers}},
-		Workers:           q.workers,
-		PeriodicJobs:      q.periodic,
-		FetchPollInterval: q.cfg.PollInterval,
-		JobTimeout:        q.cfg.JobTimeout,
+		ID:                   q.clientID(),
+		Logger:               q.logger,
+		Queues:               map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: q.cfg.Workers}},
+		Workers:              q.workers,
+		FetchPollInterval:    q.cfg.PollInterval,
+		JobTimeout:           q.cfg.JobTimeout,
+		RescueStuckJobsAfter: longest + rescueMargin,
 	}
 	if q.cfg.PollInterval > 0 && q.cfg.PollInterval < river.FetchCooldownDefault {
 		rc.FetchCooldown = q.cfg.PollInterval
@@ -334,16 +497,34 @@ func (q *Queue) clientLocked() (riverClient, error) {
 	if q.cfg.RetryBackoff != nil {
 		rc.RetryPolicy = backoffPolicy(q.cfg.RetryBackoff)
 	}
-	c, err := q.build(rc)
+	b, err := q.build(rc)
 	if err != nil {
 		return nil, fmt.Errorf("jobs: %w", err)
 	}
-	q.client = c
-	return c, nil
+	q.b, q.client = b, b.client
+	return b.client, nil
+}
+
+// clientID is this process's River client id, "<node id>_<incarnation>";
+// parseClientID reads it back from attempted_by.
+func (q *Queue) clientID() string {
+	return cmp.Or(q.cfg.NodeID, "sluice") + "_" + q.incarnation
+}
+
+// parseClientID splits a River client id at its last underscore: node ids
+// may contain one, incarnations (decimal) never do. Ids of releases before
+// the rescue had the same shape.
+func parseClientID(id string) (node, incarnation string) {
+	i := strings.LastIndexByte(id, '_')
+	if i < 0 {
+		return id, ""
+	}
+	return id[:i], id[i+1:]
 }
 
 // Start starts working jobs. It fails if a Handle or Periodic call was
-// invalid.
+// invalid. Before working anything it puts back in the queue the jobs an
+// earlier incarnation of this node left running (see the package doc).
 func (q *Queue) Start(ctx context.Context) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -354,9 +535,23 @@ func (q *Queue) Start(ctx context.Context) error {
 	if q.started {
 		return errors.New("jobs: already started")
 	}
+	// A failed rescue is not fatal: the rescue loop tries again, and
+	// River's rescuer is the backstop.
+	if _, err := q.rescue(ctx, true); err != nil {
+		q.logger.Warn("rescue jobs of an earlier incarnation", "err", err)
+	}
+	if err := q.ensureSchedules(ctx); err != nil {
+		return err
+	}
 	if err := c.Start(ctx); err != nil {
 		return fmt.Errorf("jobs: start: %w", err)
 	}
+	bctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	q.stopBg = cancel
+	if len(q.periodic) > 0 {
+		q.bg.Go(func() { q.scheduleLoop(bctx) })
+	}
+	q.bg.Go(func() { q.rescueLoop(bctx) })
 	q.started = true
 	return nil
 }
@@ -366,12 +561,14 @@ func (q *Queue) Start(ctx context.Context) error {
 // little longer for them to return, then gives up with ctx's error.
 func (q *Queue) Stop(ctx context.Context) error {
 	q.mu.Lock()
-	c, started := q.client, q.started
-	q.started = false
+	c, started, stopBg := q.client, q.started, q.stopBg
+	q.started, q.stopBg = false, nil
 	q.mu.Unlock()
 	if !started {
 		return nil
 	}
+	stopBg()
+	q.bg.Wait()
 	err := c.Stop(ctx)
 	if err == nil || ctx.Err() == nil {
 		return err
@@ -496,10 +693,14 @@ func (a *rawArgs) UnmarshalJSON(b []byte) error {
 // worker runs one kind's handler and measures it.
 type worker struct {
 	river.WorkerDefaults[rawArgs]
-	q    *Queue
-	kind string
-	fn   Handler
+	q       *Queue
+	kind    string
+	fn      Handler
+	timeout time.Duration // 0: Config.JobTimeout
 }
+
+// Timeout is River's per-worker timeout; 0 leaves the client's.
+func (w *worker) Timeout(*river.Job[rawArgs]) time.Duration { return w.timeout }
 
 func (w *worker) Work(ctx context.Context, job *river.Job[rawArgs]) error {
 	m := w.q.metrics
