@@ -129,8 +129,9 @@ type Config struct {
 	// transaction call after the prepared phase recorded its transaction
 	// and before a committed or aborted phase ends it, with the phase's
 	// name: blocking in it holds git inside that phase, with its ref
-	// locks taken, so a test can kill git there.
-	TestPhaseHook func(phase string, repoID int64)
+	// locks taken, so a test can kill git there. An error ends the call
+	// at once, recording nothing more, as a node dying there would.
+	TestPhaseHook func(phase string, repoID int64) error
 }
 
 // Request is the context of one git process that may change refs.
@@ -761,7 +762,9 @@ func (s *Server) referenceTransaction(ctx context.Context, log *slog.Logger, r *
 		r.open[input] = append(r.open[input], id)
 		r.mu.Unlock()
 		if s.cfg.TestPhaseHook != nil {
-			s.cfg.TestPhaseHook(phase, r.req.RepoID)
+			if err := s.cfg.TestPhaseHook(phase, r.req.RepoID); err != nil {
+				return hookclient.Response{Code: 1, Message: err.Error()}, outcomeError
+			}
 		}
 		return hookclient.Response{}, outcomeOK
 
@@ -781,7 +784,9 @@ func (s *Server) referenceTransaction(ctx context.Context, log *slog.Logger, r *
 		}
 		r.mu.Unlock()
 		if s.cfg.TestPhaseHook != nil {
-			s.cfg.TestPhaseHook(phase, r.req.RepoID)
+			if err := s.cfg.TestPhaseHook(phase, r.req.RepoID); err != nil {
+				return hookclient.Response{Code: 1, Message: err.Error()}, outcomeError
+			}
 		}
 		if !found {
 			if !committed {

@@ -49,6 +49,7 @@ type fakeStore struct {
 	failBegin bool
 	failEnd   bool
 	ended     map[int64]bool // txn id → committed
+	lists     int            // PendingRefTxns calls: reconciler passes
 }
 
 func newFakeStore() *fakeStore {
@@ -105,6 +106,7 @@ func (f *fakeStore) BumpGeneration(_ context.Context, repoID int64) error {
 func (f *fakeStore) PendingRefTxns(_ context.Context, nodeID string) ([]store.RefTxn, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.lists++
 	var out []store.RefTxn
 	for _, t := range f.txns {
 		if nodeID == "" || t.NodeID == nodeID {
