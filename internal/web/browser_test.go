@@ -14,11 +14,13 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/sluice-scm/sluice/internal/store"
+	"github.com/sluice-scm/sluice/internal/testbed"
 )
 
 // The browser tests drive Debian's Chromium through chromedp against a
-// real node. They fail, rather than skip, when Chromium is missing: CI
-// installs it, and a silently skipped browser test proves nothing.
+// real node. Without Chromium they fail under CI (which installs it: a
+// silently skipped browser test proves nothing) and skip elsewhere, saying
+// what to install.
 //
 // Screenshots of the main pages go to docs/screenshots when
 // SLUICE_UPDATE_SCREENSHOTS=1, otherwise to a temporary directory so that
@@ -37,7 +39,7 @@ func startChrome(t *testing.T, base string) *chrome {
 	path, err := exec.LookPath("chromium")
 	if err != nil {
 		if _, serr := os.Stat("/usr/bin/chromium"); serr != nil {
-			t.Fatal("chromium is not installed (apt-get install chromium); the browser tests need it")
+			testbed.Missing(t, "Chromium", "apt-get install chromium")
 		}
 		path = "/usr/bin/chromium"
 	}
