@@ -158,7 +158,7 @@ func TestE2EQueueTimeoutMessage(t *testing.T) {
 
 func TestE2ESSHWaitsWithProgressAndTimesOut(t *testing.T) {
 	if _, err := exec.LookPath("ssh"); err != nil {
-		t.Skip("no ssh client")
+		testbed.Missing(t, "the OpenSSH client", "apt-get install openssh-client")
 	}
 	n := ticketNode(t, 30*time.Second, true)
 	u := n.CreateUser(t, "dev", "dev-password")
@@ -186,7 +186,7 @@ func TestE2ESSHWaitsWithProgressAndTimesOut(t *testing.T) {
 
 func TestE2ESSHQueueTimeout(t *testing.T) {
 	if _, err := exec.LookPath("ssh"); err != nil {
-		t.Skip("no ssh client")
+		testbed.Missing(t, "the OpenSSH client", "apt-get install openssh-client")
 	}
 	n := ticketNode(t, time.Second, true)
 	u := n.CreateUser(t, "dev", "dev-password")
