@@ -124,7 +124,8 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger, opts Optio
 		nodeID = host + ":" + portOf(cfg.Server.HTTPAddr)
 	}
 
-	a.DB, err = store.Open(ctx, cfg.Database.URL, logger)
+	a.DB, err = store.Open(ctx, cfg.Database.URL, logger,
+		store.WithMaxOpenConns(cfg.Database.MaxOpenConns), store.WithAcquireTimeout(cfg.Database.AcquireTimeout.Duration))
 	if err != nil {
 		return nil, fmt.Errorf("open database: %w", err)
 	}

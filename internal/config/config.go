@@ -156,6 +156,9 @@ type Database struct {
 	// URL is sqlite://PATH or postgres://…
 	URL          string `toml:"url"`
 	MaxOpenConns int    `toml:"max_open_conns"`
+	// AcquireTimeout bounds a request's wait for a PostgreSQL connection;
+	// past it the request fails with 503 (exit 75 over SSH).
+	AcquireTimeout Duration `toml:"acquire_timeout"`
 }
 
 type Storage struct {
@@ -316,7 +319,7 @@ func Default() Config {
 			SSHHandshakeTimeout:            Duration{10 * time.Second},
 			SSHAuthTimeout:                 Duration{60 * time.Second},
 		},
-		Database: Database{MaxOpenConns: 20},
+		Database: Database{MaxOpenConns: 20, AcquireTimeout: Duration{5 * time.Second}},
 		Cache: Cache{
 			Packs:          true,
 			Refs:           true,
@@ -577,6 +580,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Database.MaxOpenConns < 1 {
 		return errors.New("database.max_open_conns: must be at least 1")
+	}
+	if c.Database.AcquireTimeout.Duration <= 0 {
+		return errors.New("database.acquire_timeout: must be positive")
 	}
 	if c.Git.MaxInputSize <= 0 {
 		return errors.New("git.max_input_size: must be positive")

@@ -194,6 +194,7 @@ func TestWebhooksAndSMTP(t *testing.T) {
 		{name: "smtp complete", file: "[smtp]\nhost = \"mail\"\nport = 587\nfrom = \"sluice@example.com\"\nusername = \"u\"\npassword = \"p\"\n"},
 		{name: "smtp without from", file: "[smtp]\nhost = \"mail\"\n", wantErr: "smtp.from"},
 		{name: "zero reconcile interval", file: "[node]\nreconcile_interval = \"0s\"\n", wantErr: "node.reconcile_interval"},
+		{name: "zero acquire timeout", file: "[database]\nacquire_timeout = \"0s\"\n", wantErr: "database.acquire_timeout"},
 		{name: "abandon before the hook timeout", file: "[node]\nabandon_after = \"30s\"\n", wantErr: "node.abandon_after"},
 		{name: "smtp bad port", file: "[smtp]\nhost = \"mail\"\nport = 0\nfrom = \"a@b.c\"\n", wantErr: "smtp.port"},
 		{name: "smtp user without password", file: "[smtp]\nhost = \"mail\"\nfrom = \"a@b.c\"\nusername = \"u\"\n", wantErr: "smtp.username"},

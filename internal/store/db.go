@@ -45,6 +45,15 @@ const busyTimeout = 10 * time.Second
 // enough that a git client sees a 503 instead of waiting on a dead host.
 const pgConnectTimeout = 5 * time.Second
 
+// DefaultAcquireTimeout bounds how long a query waits for a PostgreSQL
+// connection (config database.acquire_timeout). Without a bound a request
+// waited as long as its own context allowed: git requests, whose context
+// lasts git.timeout, waited about 600 s on a pool held by slow queries. A
+// query on a healthy pool gets a connection in microseconds; waiting
+// longer than a few seconds only stacks requests up behind a database
+// that cannot keep up, so they fail with a 503 instead.
+const DefaultAcquireTimeout = 5 * time.Second
+
 // DB is the Store implementation for both dialects.
 type DB struct {
 	db      *sql.DB
@@ -64,12 +73,21 @@ var _ Store = (*DB)(nil)
 type Option func(*options)
 
 type options struct {
-	maxOpenConns int
+	maxOpenConns   int
+	acquireTimeout time.Duration
 }
 
 // WithMaxOpenConns bounds the connection pool (config database.max_open_conns).
 func WithMaxOpenConns(n int) Option {
 	return func(o *options) { o.maxOpenConns = n }
+}
+
+// WithAcquireTimeout bounds how long a query waits for a pooled PostgreSQL
+// connection (config database.acquire_timeout); past it the query fails
+// with Unavailable. Zero or less keeps DefaultAcquireTimeout. SQLite needs
+// none: its wait is bounded by the busy timeout.
+func WithAcquireTimeout(d time.Duration) Option {
+	return func(o *options) { o.acquireTimeout = d }
 }
 
 // Open connects to url (sqlite:///abs/path/sluice.db or postgres://…) and
@@ -84,6 +102,9 @@ func Open(ctx context.Context, rawURL string, logger *slog.Logger, opts ...Optio
 	}
 	if o.maxOpenConns < 1 {
 		o.maxOpenConns = 1
+	}
+	if o.acquireTimeout <= 0 {
+		o.acquireTimeout = DefaultAcquireTimeout
 	}
 	logger = logger.With("component", "store")
 	var (
@@ -177,9 +198,40 @@ func openPostgres(ctx context.Context, rawURL string, o options) (*DB, error) {
 		return nil, problem.Wrap(problem.Unavailable, err, "database unavailable")
 	}
 	d := &DB{pool: pool, dialect: "postgres"}
-	d.db = stdlib.OpenDBFromPool(pool, stdlib.OptionShouldPing(d.shouldPing))
-	d.db.SetMaxOpenConns(o.maxOpenConns)
+	// database/sql keeps no idle connection of its own over a pgx pool
+	// (stdlib.OpenDBFromPool does the same): every query takes one from
+	// pgxpool, whose MaxConns is the only bound, so every wait for a
+	// connection happens in Connect, where acquireConnector bounds it.
+	// database/sql's own wait queue (SetMaxOpenConns) has no bound but
+	// the caller's context, so it stays unlimited.
+	d.db = sql.OpenDB(acquireConnector{
+		Connector: stdlib.GetPoolConnector(pool, stdlib.OptionShouldPing(d.shouldPing)),
+		timeout:   o.acquireTimeout,
+	})
+	d.db.SetMaxIdleConns(0)
 	return d, nil
+}
+
+// acquireConnector bounds the wait for a pooled connection: a request
+// that cannot get one within timeout fails with Unavailable (a 503, exit
+// status 75 over SSH) rather than waiting on a database that is saturated
+// or no longer answering.
+type acquireConnector struct {
+	driver.Connector
+	timeout time.Duration
+}
+
+func (c acquireConnector) Connect(ctx context.Context) (driver.Conn, error) {
+	actx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	conn, err := c.Connector.Connect(actx)
+	if err != nil && ctx.Err() == nil && errors.Is(actx.Err(), context.DeadlineExceeded) {
+		e := problem.Wrap(problem.Unavailable, fmt.Errorf("acquire connection: %w", err),
+			fmt.Sprintf("database unavailable: no connection free within %s (database.acquire_timeout)", c.timeout))
+		e.RetryAfter = max(1, int(c.timeout/time.Second))
+		return nil, e
+	}
+	return conn, err
 }
 
 // shouldPing decides whether a pooled connection is pinged before reuse:

@@ -52,7 +52,12 @@
 // problem.Invalid (see names.go), a database that cannot be reached, a
 // lost session or an SQLite lock held past the busy timeout is
 // problem.Unavailable. Anything else is an internal error that wraps the
-// driver's for the log.
+// driver's for the log. On PostgreSQL a query waits at most the acquire
+// timeout (WithAcquireTimeout, config database.acquire_timeout) for a
+// pooled connection, then fails with Unavailable: pgxpool's MaxConns is
+// the one bound and database/sql keeps no queue of its own, so no request
+// waits on a saturated or silent database for as long as its context
+// lasts.
 package store
 
 import (
