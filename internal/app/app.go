@@ -206,7 +206,9 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger, opts Optio
 		return a.Hooks.Register(hooks.Request{RepoID: repoID, Principal: system, Transport: "housekeeping", PreservesRefs: true, System: true})
 	})
 
-	a.Jobs, err = jobs.New(a.DB, jobs.Config{NodeID: nodeID}, logger, a.Registry)
+	// SQLite's server lock admits one server, so its queue has one worker
+	// process; in a cluster the registry says whose running jobs are orphans.
+	a.Jobs, err = jobs.New(a.DB, jobs.Config{NodeID: nodeID, SoleWorker: a.Store.Dialect() == "sqlite", LiveNodes: a.liveNodes}, logger, a.Registry)
 	if err != nil {
 		return nil, fmt.Errorf("jobs: %w", err)
 	}

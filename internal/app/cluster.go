@@ -168,6 +168,7 @@ func (a *App) startCluster(ctx context.Context) error {
 		Address:    a.HTTPAddr(),
 		SSHAddress: a.SSHAddr(),
 		Version:    Version,
+		Instance:   a.instance,
 	}, a.Logger, a.Registry)
 	if err != nil {
 		return err
@@ -205,6 +206,20 @@ func (a *App) stopCluster() error {
 	}
 	errs = append(errs, cl.lock.Release())
 	return errors.Join(errs...)
+}
+
+// liveNodes is the ids of the nodes whose heartbeat is current; the job
+// queue puts the running jobs of any other node back in the queue.
+func (a *App) liveNodes(ctx context.Context) (map[string]bool, error) {
+	nodes, err := a.DB.ListNodes(ctx, cluster.DefaultGoneAfter)
+	if err != nil {
+		return nil, err
+	}
+	live := make(map[string]bool, len(nodes))
+	for _, n := range nodes {
+		live[n.ID] = n.Live
+	}
+	return live, nil
 }
 
 // ClusterNodes lists the registered nodes (live and gone), for the admin

@@ -14,6 +14,7 @@ import (
 	"github.com/sluice-scm/sluice/internal/cluster"
 	"github.com/sluice-scm/sluice/internal/config"
 	"github.com/sluice-scm/sluice/internal/problem"
+	"github.com/sluice-scm/sluice/internal/store"
 	"github.com/sluice-scm/sluice/internal/throttle"
 )
 
@@ -202,5 +203,33 @@ func TestAdminKeepsServerHooks(t *testing.T) {
 	}
 	if !strings.Contains(string(hook), "/opt/sluice/bin/sluice") {
 		t.Fatalf("the server's hook now runs another binary:\n%s", hook)
+	}
+}
+
+// The job queue's rescue sees a node whose heartbeat stopped as not live,
+// so its running jobs go back in the queue.
+func TestLiveNodesForJobRescue(t *testing.T) {
+	cfg := testConfig(t, t.TempDir())
+	ctx := context.Background()
+	a, err := New(ctx, cfg, slog.New(slog.DiscardHandler), Options{Admin: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	for _, id := range []string{"alive", "dead"} {
+		if err := a.DB.RegisterNode(ctx, store.Node{ID: id}, "i-"+id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := a.DB.SQL().ExecContext(ctx,
+		`UPDATE nodes SET heartbeat_at = strftime('%Y-%m-%d %H:%M:%f', 'now', '-1 hour') WHERE id = 'dead'`); err != nil {
+		t.Fatal(err)
+	}
+	live, err := a.liveNodes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !live["alive"] || live["dead"] || len(live) != 2 {
+		t.Errorf("liveNodes = %v, want alive only", live)
 	}
 }
