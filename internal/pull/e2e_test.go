@@ -659,3 +659,41 @@ func TestRescopeOnlyForPullRequests(t *testing.T) {
 	}
 	eventually(t, "the pull request follows its source", func() bool { return w.pr(pr.ID).FromRef.LatestCommit == tip })
 }
+
+// A source branch that moved without its move being announced (a node
+// died between git's rename and the record) leaves the pull request
+// behind. A merge then rescopes it instead of refusing for ever: the
+// refusal says so, and after a reload the merge goes through.
+func TestMergeRescopesWhenSourceMovedUnannounced(t *testing.T) {
+	w := newWorld(t)
+	w.branch("quiet", "main", map[string]string{"quiet.txt": "one\n"})
+	pr := w.openPR("quiet", "main", "quiet")
+	// A commit on top of the branch, moved into place behind the hooks'
+	// back: the server's bare repository, without the server's git config.
+	w.write("quiet.txt", "two\n")
+	moved := w.commit("unannounced")
+	w.git("push", "-q", "-f", "origin", "HEAD:refs/heads/scratch")
+	w.server("update-ref", "refs/heads/quiet", moved)
+
+	var refusal struct {
+		Errors []struct {
+			Message string `json:"message"`
+		} `json:"errors"`
+	}
+	if code := w.call(w.admin, "POST", fmt.Sprintf("%s/%d/merge?version=%d", prs, pr.ID, pr.Version),
+		map[string]any{}, &refusal); code != 409 {
+		t.Fatalf("merge of a stale pull request: status %d", code)
+	}
+	if len(refusal.Errors) != 1 || !strings.Contains(refusal.Errors[0].Message, "it shows them now") {
+		t.Fatalf("refusal: %+v", refusal)
+	}
+	got := w.pr(pr.ID)
+	if got.FromRef.LatestCommit != moved {
+		t.Fatalf("after the refused merge the pull request shows %s, want %s", got.FromRef.LatestCommit, moved)
+	}
+	var merged prJSON
+	w.must(200, w.admin, "POST", fmt.Sprintf("%s/%d/merge?version=%d", prs, pr.ID, got.Version), map[string]any{}, &merged)
+	if merged.State != "MERGED" {
+		t.Fatalf("state %s after merge", merged.State)
+	}
+}

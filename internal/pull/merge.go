@@ -270,7 +270,14 @@ func (s *Service) Merge(ctx context.Context, p *auth.Principal, target *store.Re
 		return nil, err
 	}
 	if src != pr.FromSHA {
-		return nil, problem.New(problem.Conflict, "the source branch has new commits that the pull request does not show yet; reload it and try again")
+		// The rescope that should have followed the move may never come
+		// (its announcement was lost in a crash); do it here, so that
+		// reloading shows the new commits and the next merge can pass.
+		if err := s.Rescope(ctx, pr); err != nil {
+			s.logger.Warn("rescope a pull request behind its source branch", "pr_id", pr.ID, "err", err)
+			return nil, problem.New(problem.Conflict, "the source branch has new commits that the pull request does not show yet; reload it and try again")
+		}
+		return nil, problem.New(problem.Conflict, "the source branch has new commits that the pull request did not show; it shows them now: reload it, review them and try again")
 	}
 	if pr.FromRepoID != pr.RepoID {
 		if err := s.syncFromRef(ctx, pr); err != nil {
