@@ -87,6 +87,9 @@ type App struct {
 	closers []func() error
 	once    sync.Once
 
+	// instance is this process start's id (cluster.NewInstance).
+	instance string
+
 	// baseURL and sshBaseURL are what users are shown (clone URLs,
 	// links): the configured ones, or, when those were derived from the
 	// listen addresses, derived again from the bound ones (Listen).
@@ -119,9 +122,18 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger, opts Optio
 		}
 	}
 	nodeID := cfg.Node.ID
+	// One id for this process start, shared by the node registry and the
+	// ref transactions it records: the reconciler tells a dead process's
+	// transactions from live ones by it.
+	a.instance = newInstance()
 	if nodeID == "" {
 		host, _ := os.Hostname()
 		nodeID = host + ":" + portOf(cfg.Server.HTTPAddr)
+		if portOf(cfg.Server.HTTPAddr) == "0" {
+			// Processes on random ports must not share an id: each would
+			// take the others' ref transactions for its own earlier run's.
+			nodeID += "/" + a.instance
+		}
 	}
 
 	a.DB, err = store.Open(ctx, cfg.Database.URL, logger,
@@ -192,6 +204,11 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger, opts Optio
 		MaxPushOptions:     cfg.Git.MaxPushOptions,
 		MaxPushOptionBytes: cfg.Git.MaxPushOptionBytes,
 		RepoPath:           a.Repos.Path,
+		Instance:           a.instance,
+		Refs:               a.Repos,
+		ProcessLive:        a.processLive,
+		AbandonAfter:       cfg.Node.AbandonAfter.Duration,
+		ReconcileInterval:  reconcileInterval(cfg, opts.Admin),
 	}, a.Store, logger, a.Registry)
 	if err != nil {
 		return nil, fmt.Errorf("hooks: %w", err)
