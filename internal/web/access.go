@@ -4,6 +4,7 @@ import (
 	"strings"
 	"unicode"
 
+	"github.com/sluice-scm/sluice/internal/accounts"
 	"github.com/sluice-scm/sluice/internal/auth"
 	"github.com/sluice-scm/sluice/internal/problem"
 	"github.com/sluice-scm/sluice/internal/store"
@@ -75,6 +76,9 @@ func (c *call) repo(a auth.Action) (*store.Project, *store.Repository, error) {
 	}
 	return proj, r, nil
 }
+
+// actor is the caller as the accounts service knows it.
+func (c *call) actor() accounts.Actor { return accounts.As(c.p) }
 
 // canSee reports whether the caller may read res, for filtering listings.
 func (c *call) canSee(res auth.Resource) (bool, error) {

@@ -5,16 +5,14 @@ import (
 	"strings"
 	"time"
 
-	"golang.org/x/crypto/ssh"
-
-	"github.com/sluice-scm/sluice/internal/auth"
+	"github.com/sluice-scm/sluice/internal/accounts"
 	"github.com/sluice-scm/sluice/internal/problem"
 	"github.com/sluice-scm/sluice/internal/store"
 )
 
 // Signing in and out, and the account page: password, access tokens, SSH
-// keys. Every change goes through auth (passwords, tokens, key policy) and
-// the store, as the REST API's do.
+// keys. Every change goes through the accounts service, as the REST API's
+// do.
 
 type loginData struct {
 	Next  string
@@ -102,29 +100,13 @@ func (c *call) changePassword() error {
 		return err
 	}
 	current, pw, confirm := c.r.PostFormValue("current"), c.r.PostFormValue("password"), c.r.PostFormValue("confirm")
-	if _, err := c.s.Auth.Password(c.ctx, c.user.Name, current); err != nil {
-		if problem.Is(err, problem.Unauthenticated) {
-			return problem.New(problem.Invalid, "the current password is not right")
-		}
-		return err
-	}
-	if pw != confirm {
-		return problem.New(problem.Invalid, "the new password and its confirmation differ")
-	}
-	hash, err := auth.HashPassword(pw)
-	if err != nil {
-		return err
-	}
-	u := *c.user
-	u.PasswordHash = hash
-	if err := c.s.Store.UpdateUser(c.ctx, &u); err != nil {
+	if err := c.s.Accounts.ChangePassword(c.ctx, c.actor(), current, pw, confirm); err != nil {
 		return err
 	}
 	// Other browsers signed in with the old password are signed out.
-	if err := c.s.Sessions.DeleteUserSessions(c.ctx, u.ID, c.sess.Hash); err != nil {
+	if err := c.s.Sessions.DeleteUserSessions(c.ctx, c.user.ID, c.sess.Hash); err != nil {
 		return err
 	}
-	c.s.logger.Info("password changed", "user", u.Name)
 	return c.flash("/account", "password")
 }
 
@@ -132,16 +114,18 @@ func (c *call) createToken() error {
 	if err := c.requireUser(); err != nil {
 		return err
 	}
-	var expires *time.Time
+	var lifetime time.Duration
 	if d := c.form("days"); d != "" && d != "0" {
+		// The service bounds the lifetime; this only reads the number,
+		// kept small enough not to overflow a Duration.
 		n, err := strconv.Atoi(d)
-		if err != nil || n < 0 || n > 3650 {
-			return problem.New(problem.Invalid, "expiry must be a number of days up to 3650")
+		if err != nil || n < 0 || n > 100000 {
+			return problem.New(problem.Invalid, "expiry must be a number of days")
 		}
-		t := c.s.Now().Add(time.Duration(n) * 24 * time.Hour)
-		expires = &t
+		lifetime = time.Duration(n) * 24 * time.Hour
 	}
-	secret, _, err := c.s.Auth.CreateToken(c.ctx, c.user.ID, c.form("name"), store.Scope(c.form("scope")), expires)
+	secret, _, err := c.s.Accounts.CreateToken(c.ctx, c.actor(), c.user,
+		accounts.NewToken{Name: c.form("name"), Scope: store.Scope(c.form("scope")), Lifetime: lifetime})
 	if err != nil {
 		return err
 	}
@@ -166,11 +150,9 @@ func (c *call) revokeToken() error {
 	if err != nil {
 		return err
 	}
-	// The store only revokes the caller's own token.
-	if err := c.s.Store.RevokeToken(c.ctx, c.user.ID, id); err != nil {
+	if err := c.s.Accounts.RevokeToken(c.ctx, c.actor(), c.user, id); err != nil {
 		return err
 	}
-	c.s.logger.Info("token revoked", "user", c.user.Name, "token_id", id)
 	return c.flash("/account", "token-revoked")
 }
 
@@ -178,24 +160,9 @@ func (c *call) addKey() error {
 	if err := c.requireUser(); err != nil {
 		return err
 	}
-	key, comment, err := auth.ParseAuthorizedKey(c.r.PostFormValue("key"))
-	if err != nil {
+	if _, err := c.s.Accounts.AddSSHKey(c.ctx, c.actor(), c.user, c.r.PostFormValue("key"), c.form("label")); err != nil {
 		return err
 	}
-	label := c.form("label")
-	if label == "" {
-		label = comment
-	}
-	k := &store.SSHKey{
-		UserID:      c.user.ID,
-		Label:       label,
-		PublicKey:   strings.TrimSpace(string(ssh.MarshalAuthorizedKey(key))),
-		Fingerprint: ssh.FingerprintSHA256(key),
-	}
-	if err := c.s.Store.AddSSHKey(c.ctx, k); err != nil {
-		return err
-	}
-	c.s.logger.Info("ssh key added", "user", c.user.Name, "fingerprint", k.Fingerprint)
 	return c.flash("/account", "key-added")
 }
 
@@ -207,19 +174,11 @@ func (c *call) deleteKey() error {
 	if err != nil {
 		return err
 	}
-	keys, err := c.s.Store.ListSSHKeys(c.ctx, c.user.ID)
-	if err != nil {
+	if err := c.s.Accounts.DeleteSSHKey(c.ctx, c.actor(), c.user, id); err != nil {
+		if problem.Is(err, problem.NotFound) {
+			return notFound()
+		}
 		return err
 	}
-	// Only one's own key: the store deletes by id alone.
-	for _, k := range keys {
-		if k.ID == id {
-			if err := c.s.Store.DeleteSSHKey(c.ctx, id); err != nil {
-				return err
-			}
-			c.s.logger.Info("ssh key deleted", "user", c.user.Name, "fingerprint", k.Fingerprint)
-			return c.flash("/account", "key-deleted")
-		}
-	}
-	return notFound()
+	return c.flash("/account", "key-deleted")
 }

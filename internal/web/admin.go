@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sluice-scm/sluice/internal/auth"
+	"github.com/sluice-scm/sluice/internal/accounts"
 	"github.com/sluice-scm/sluice/internal/jobs"
 	"github.com/sluice-scm/sluice/internal/packcache"
 	"github.com/sluice-scm/sluice/internal/problem"
@@ -18,8 +18,6 @@ import (
 // Administration: users and groups, global permissions, and the state of
 // the node's services. A service the node runs without (no cluster, no
 // cache, …) shows as "not enabled".
-
-var globalPerms = []store.Permission{store.PermProjectCreate, store.PermAdmin, store.PermSysAdmin}
 
 type systemData struct {
 	Nodes      []nodeRow
@@ -165,24 +163,12 @@ func (c *call) adminCreateUser() error {
 	if err := c.requireAdmin(); err != nil {
 		return err
 	}
-	u := store.User{Name: c.form("name"), DisplayName: c.form("display"), Email: c.form("email"), Active: true}
-	if err := store.ValidateUserName(u.Name); err != nil {
+	_, err := c.s.Accounts.CreateUser(c.ctx, c.actor(), accounts.NewUser{
+		Name: c.form("name"), DisplayName: c.form("display"), Email: c.form("email"), Password: c.r.PostFormValue("password"),
+	})
+	if err != nil {
 		return err
 	}
-	if u.DisplayName == "" {
-		u.DisplayName = u.Name
-	}
-	if pw := c.r.PostFormValue("password"); pw != "" {
-		hash, err := auth.HashPassword(pw)
-		if err != nil {
-			return err
-		}
-		u.PasswordHash = hash
-	}
-	if err := c.s.Store.CreateUser(c.ctx, &u); err != nil {
-		return err
-	}
-	c.s.logger.Info("user created", "user", u.Name, "by", c.user.Name)
 	return c.flash("/admin/users", "saved")
 }
 
@@ -198,11 +184,8 @@ func (c *call) adminSetActive() error {
 	if err != nil {
 		return err
 	}
-	if u.ID == c.user.ID {
-		return problem.New(problem.Invalid, "you cannot disable your own account")
-	}
-	u.Active = c.form("active") == "true"
-	if err := c.s.Store.UpdateUser(c.ctx, u); err != nil {
+	active := c.form("active") == "true"
+	if u, err = c.s.Accounts.UpdateUser(c.ctx, c.actor(), u, accounts.UserChange{Active: &active}); err != nil {
 		return err
 	}
 	if !u.Active {
@@ -210,7 +193,6 @@ func (c *call) adminSetActive() error {
 			return err
 		}
 	}
-	c.s.logger.Info("user activation changed", "user", u.Name, "active", u.Active, "by", c.user.Name)
 	return c.flash("/admin/users", "saved")
 }
 
@@ -239,14 +221,10 @@ func (c *call) adminCreateGroup() error {
 	if err := c.requireAdmin(); err != nil {
 		return err
 	}
-	g := store.Group{Name: c.form("name")}
-	if err := store.ValidateGroupName(g.Name); err != nil {
+	g, err := c.s.Accounts.CreateGroup(c.ctx, c.actor(), c.form("name"))
+	if err != nil {
 		return err
 	}
-	if err := c.s.Store.CreateGroup(c.ctx, &g); err != nil {
-		return err
-	}
-	c.s.logger.Info("group created", "group", g.Name, "by", c.user.Name)
 	return c.redirect("/admin/groups/" + url.PathEscape(g.Name))
 }
 
@@ -286,11 +264,7 @@ func (c *call) adminAddMember() error {
 	if err != nil {
 		return err
 	}
-	u, err := c.s.Store.UserByName(c.ctx, c.form("user"))
-	if err != nil {
-		return err
-	}
-	if err := c.s.Store.AddGroupMember(c.ctx, g.ID, u.ID); err != nil {
+	if err := c.s.Accounts.AddMembers(c.ctx, c.actor(), g, []string{c.form("user")}); err != nil {
 		return err
 	}
 	return c.flash("/admin/groups/"+url.PathEscape(g.Name), "saved")
@@ -305,7 +279,11 @@ func (c *call) adminRemoveMember() error {
 		return err
 	}
 	uid, _ := strconv.ParseInt(c.form("user_id"), 10, 64)
-	if err := c.s.Store.RemoveGroupMember(c.ctx, g.ID, uid); err != nil {
+	u, err := c.s.Store.UserByID(c.ctx, uid)
+	if err != nil {
+		return err
+	}
+	if err := c.s.Accounts.RemoveMembers(c.ctx, c.actor(), g, []string{u.Name}); err != nil {
 		return err
 	}
 	return c.flash("/admin/groups/"+url.PathEscape(g.Name), "saved")
@@ -319,10 +297,9 @@ func (c *call) adminDeleteGroup() error {
 	if err != nil {
 		return err
 	}
-	if err := c.s.Store.DeleteGroup(c.ctx, g.ID); err != nil {
+	if err := c.s.Accounts.DeleteGroup(c.ctx, c.actor(), g); err != nil {
 		return err
 	}
-	c.s.logger.Info("group deleted", "group", g.Name, "by", c.user.Name)
 	return c.flash("/admin/groups", "deleted")
 }
 
@@ -339,31 +316,20 @@ func (c *call) adminPermissions() error {
 	if err != nil {
 		return err
 	}
-	return c.ok("admin_perms", "Global permissions", permsData{Grants: grants, Perms: globalPerms})
+	return c.ok("admin_perms", "Global permissions", permsData{Grants: grants, Perms: accounts.GlobalPermissions})
 }
 
 func (c *call) adminSetPermission() error {
 	if err := c.requireAdmin(); err != nil {
 		return err
 	}
-	perm, err := c.formPermission(globalPerms)
+	g, err := c.grantee()
 	if err != nil {
 		return err
 	}
-	// Only a system administrator hands out SYS_ADMIN, as in Bitbucket.
-	if perm == store.PermSysAdmin {
-		if err := c.requireSysAdmin(); err != nil {
-			return err
-		}
-	}
-	g, err := c.grantee(perm)
-	if err != nil {
+	if err := c.s.Accounts.Grant(c.ctx, c.actor(), accounts.Target{}, []store.Grant{g}, store.Permission(c.form("permission"))); err != nil {
 		return err
 	}
-	if err := c.s.Store.SetGlobalPermission(c.ctx, g); err != nil {
-		return err
-	}
-	c.s.logger.Info("global permission set", "permission", string(perm), "user_id", g.UserID, "group_id", g.GroupID, "by", c.user.Name)
 	return c.flash("/admin/permissions", "saved")
 }
 
@@ -372,28 +338,10 @@ func (c *call) adminRevokePermission() error {
 		return err
 	}
 	uid, gid := formIDs(c)
-	if uid == c.user.ID {
-		return problem.New(problem.Invalid, "you cannot revoke your own global permission")
-	}
-	if err := c.s.Store.RevokeGlobalPermission(c.ctx, uid, gid); err != nil {
+	if err := c.s.Accounts.Revoke(c.ctx, c.actor(), accounts.Target{}, []store.Grant{{UserID: uid, GroupID: gid}}); err != nil {
 		return err
 	}
-	c.s.logger.Info("global permission revoked", "user_id", uid, "group_id", gid, "by", c.user.Name)
 	return c.flash("/admin/permissions", "saved")
-}
-
-// requireSysAdmin checks for SYS_ADMIN among the caller's global grants.
-func (c *call) requireSysAdmin() error {
-	global, _, _, err := c.s.Store.EffectiveGrants(c.ctx, c.user.ID, 0, 0)
-	if err != nil {
-		return err
-	}
-	for _, p := range global {
-		if p == store.PermSysAdmin {
-			return nil
-		}
-	}
-	return problem.New(problem.Forbidden, "only a system administrator can grant SYS_ADMIN")
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/sluice-scm/sluice/internal/accounts"
 	"github.com/sluice-scm/sluice/internal/auth"
 	"github.com/sluice-scm/sluice/internal/problem"
 	"github.com/sluice-scm/sluice/internal/repo"
@@ -169,27 +170,15 @@ func (c *call) createProject() error {
 	if err := c.requireUser(); err != nil {
 		return err
 	}
-	if err := c.authorize(auth.Resource{}, auth.Write); err != nil {
+	p, err := c.s.Accounts.CreateProject(c.ctx, c.actor(), accounts.NewProject{
+		Key: c.form("key"), Name: c.form("name"), Description: c.form("description"), Public: c.form("public") == "on",
+	})
+	if problem.Is(err, problem.Forbidden) {
 		return problem.New(problem.Forbidden, "you may not create projects")
 	}
-	p := store.Project{Key: strings.ToUpper(c.form("key")), Name: c.form("name"), Description: c.form("description"),
-		Public: c.form("public") == "on"}
-	if p.Name == "" {
-		p.Name = p.Key
-	}
-	if err := store.ValidateProjectKey(p.Key); err != nil {
+	if err != nil {
 		return err
 	}
-	if err := c.s.Store.CreateProject(c.ctx, &p); err != nil {
-		return err
-	}
-	// As the REST API does: whoever creates a project administers it.
-	if !c.s.Auth.IsAdmin(c.ctx, c.p) {
-		if err := c.s.Store.SetProjectPermission(c.ctx, p.ID, store.Grant{UserID: c.user.ID, Permission: store.PermProjectAdmin}); err != nil {
-			return err
-		}
-	}
-	c.s.logger.Info("project created", "project", p.Key, "user", c.user.Name)
 	return c.redirect(projectURL(p.Key))
 }
 
@@ -238,23 +227,17 @@ func (c *call) createRepo() error {
 	if err := c.requireUser(); err != nil {
 		return err
 	}
-	proj, err := c.project(auth.Write)
+	proj, err := c.project(auth.Read)
 	if err != nil {
 		return err
 	}
-	r := store.Repository{ProjectID: proj.ID, ProjectKey: proj.Key, Name: c.form("name"),
-		Description: c.form("description"), Public: c.form("public") == "on"}
-	if b := c.form("branch"); b != "" {
-		if err := repo.ValidateBranchName(b); err != nil {
-			return err
-		}
-		r.DefaultBranch = b
-	}
-	if err := repo.Provision(c.ctx, c.s.Store, c.s.Repos, &r); err != nil {
+	r, err := c.s.Accounts.CreateRepository(c.ctx, c.actor(), proj, accounts.NewRepository{
+		Name: c.form("name"), Description: c.form("description"), Public: c.form("public") == "on", DefaultBranch: c.form("branch"),
+	})
+	if err != nil {
 		return err
 	}
-	c.s.logger.Info("repository created", "project", proj.Key, "repo", r.Slug, "repo_id", r.ID, "user", c.user.Name)
-	return c.redirect(repoURL(&r))
+	return c.redirect(repoURL(r))
 }
 
 // repoView is what every repository page shows above its content.

@@ -2,8 +2,8 @@ package web
 
 import (
 	"strconv"
-	"strings"
 
+	"github.com/sluice-scm/sluice/internal/accounts"
 	"github.com/sluice-scm/sluice/internal/auth"
 	"github.com/sluice-scm/sluice/internal/problem"
 	"github.com/sluice-scm/sluice/internal/repo"
@@ -13,8 +13,6 @@ import (
 // Repository settings, for repository administrators: name, description,
 // visibility, default branch, permissions, deletion. The same steps as the
 // REST API's handlers, through the same store and repo calls.
-
-var repoPerms = []store.Permission{store.PermRepoRead, store.PermRepoWrite, store.PermRepoAdmin}
 
 type repoSettingsData struct {
 	repoView
@@ -37,7 +35,7 @@ func (c *call) repoSettings() error {
 	if err != nil {
 		return err
 	}
-	d := repoSettingsData{repoView: c.repoView(proj, r, "settings"), Grants: grants, Branches: branches, Perms: repoPerms}
+	d := repoSettingsData{repoView: c.repoView(proj, r, "settings"), Grants: grants, Branches: branches, Perms: accounts.RepoPermissions}
 	if d.Pull, err = c.pullSettings(r); err != nil {
 		return err
 	}
@@ -45,107 +43,64 @@ func (c *call) repoSettings() error {
 }
 
 func (c *call) updateRepo() error {
-	_, r, err := c.repo(auth.Admin)
+	_, r, err := c.repo(auth.Read)
 	if err != nil {
 		return err
 	}
-	name, desc := c.form("name"), c.form("description")
-	if name != "" && name != r.Name {
-		if err := store.ValidateRepoName(name); err != nil {
-			return err
-		}
-		slug := store.Slugify(name)
-		if err := store.ValidateSlug(slug); err != nil {
-			return err
-		}
-		r.Name, r.Slug = name, slug
+	ch := accounts.RepositoryChange{Description: ptr(c.form("description")), Public: ptr(c.form("public") == "on")}
+	if name := c.form("name"); name != "" {
+		ch.Name = &name
 	}
-	if len(desc) > 4000 {
-		return problem.New(problem.Invalid, "the description must be at most 4000 bytes")
-	}
-	r.Description = desc
-	r.Public = c.form("public") == "on"
-	if err := c.s.Store.UpdateRepo(c.ctx, r); err != nil {
+	if r, err = c.s.Accounts.UpdateRepository(c.ctx, c.actor(), r, ch); err != nil {
 		return err
 	}
-	c.s.logger.Info("repository updated", "repo_id", r.ID, "repo", r.Slug, "user", c.user.Name)
 	return c.flash(repoURL(r)+"/settings", "saved")
 }
+
+func ptr[T any](v T) *T { return &v }
 
 func (c *call) setDefaultBranch() error {
-	_, r, err := c.repo(auth.Admin)
+	_, r, err := c.repo(auth.Read)
 	if err != nil {
 		return err
 	}
-	b := strings.TrimPrefix(c.form("branch"), "refs/heads/")
-	if err := repo.ValidateBranchName(b); err != nil {
+	if err := c.s.Accounts.SetDefaultBranch(c.ctx, c.actor(), r, c.form("branch")); err != nil {
 		return err
 	}
-	if err := c.s.Repos.SetDefaultBranch(c.ctx, r.ID, b); err != nil {
-		return err
-	}
-	r.DefaultBranch = b
-	if err := c.s.Store.UpdateRepo(c.ctx, r); err != nil {
-		return err
-	}
-	// HEAD moved without a ref transaction (symbolic-ref runs no hook), so
-	// caches keyed on the refs generation must be told.
-	if err := c.s.Store.BumpGeneration(c.ctx, r.ID); err != nil {
-		return err
-	}
-	c.s.logger.Info("default branch set", "repo_id", r.ID, "branch", b, "user", c.user.Name)
 	return c.flash(repoURL(r)+"/settings", "saved")
 }
 
-// grantee resolves the "user" or "group" form field to a grant.
-func (c *call) grantee(perm store.Permission) (store.Grant, error) {
-	g := store.Grant{Permission: perm}
+// grantee resolves the "user" or "group" form field to a grantee.
+func (c *call) grantee() (store.Grant, error) {
+	var users, groups []string
 	switch kind, name := c.form("kind"), c.form("name"); kind {
 	case "user":
-		u, err := c.s.Store.UserByName(c.ctx, name)
-		if err != nil {
-			return g, err
-		}
-		g.UserID, g.UserName = u.ID, u.Name
+		users = []string{name}
 	case "group":
-		gr, err := c.s.Store.GroupByName(c.ctx, name)
-		if err != nil {
-			return g, err
-		}
-		g.GroupID, g.GroupName = gr.ID, gr.Name
+		groups = []string{name}
 	default:
-		return g, problem.New(problem.Invalid, "choose a user or a group")
+		return store.Grant{}, problem.New(problem.Invalid, "choose a user or a group")
 	}
-	return g, nil
-}
-
-func (c *call) formPermission(allowed []store.Permission) (store.Permission, error) {
-	p := store.Permission(c.form("permission"))
-	for _, a := range allowed {
-		if a == p {
-			return p, nil
-		}
+	gs, err := c.s.Accounts.Grantees(c.ctx, users, groups)
+	if err != nil {
+		return store.Grant{}, err
 	}
-	return "", problem.New(problem.Invalid, "unknown permission %q", string(p))
+	return gs[0], nil
 }
 
 func (c *call) setRepoPermission() error {
-	_, r, err := c.repo(auth.Admin)
+	proj, r, err := c.repo(auth.Read)
 	if err != nil {
 		return err
 	}
-	perm, err := c.formPermission(repoPerms)
+	g, err := c.grantee()
 	if err != nil {
 		return err
 	}
-	g, err := c.grantee(perm)
-	if err != nil {
+	t := accounts.Target{Project: proj, Repo: r}
+	if err := c.s.Accounts.Grant(c.ctx, c.actor(), t, []store.Grant{g}, store.Permission(c.form("permission"))); err != nil {
 		return err
 	}
-	if err := c.s.Store.SetRepoPermission(c.ctx, r.ID, g); err != nil {
-		return err
-	}
-	c.s.logger.Info("repository permission set", "repo_id", r.ID, "permission", string(perm), "user_id", g.UserID, "group_id", g.GroupID, "by", c.user.Name)
 	return c.flash(repoURL(r)+"/settings", "saved")
 }
 
@@ -156,15 +111,15 @@ func formIDs(c *call) (userID, groupID int64) {
 }
 
 func (c *call) revokeRepoPermission() error {
-	_, r, err := c.repo(auth.Admin)
+	proj, r, err := c.repo(auth.Read)
 	if err != nil {
 		return err
 	}
 	uid, gid := formIDs(c)
-	if err := c.s.Store.RevokeRepoPermission(c.ctx, r.ID, uid, gid); err != nil {
+	t := accounts.Target{Project: proj, Repo: r}
+	if err := c.s.Accounts.Revoke(c.ctx, c.actor(), t, []store.Grant{{UserID: uid, GroupID: gid}}); err != nil {
 		return err
 	}
-	c.s.logger.Info("repository permission revoked", "repo_id", r.ID, "user_id", uid, "group_id", gid, "by", c.user.Name)
 	return c.flash(repoURL(r)+"/settings", "saved")
 }
 
@@ -176,9 +131,8 @@ func (c *call) deleteRepo() error {
 	if c.form("confirm") != r.Slug {
 		return problem.New(problem.Invalid, "type the repository's slug %q to confirm", r.Slug)
 	}
-	if err := repo.Remove(c.ctx, c.s.Store, c.s.Repos, r); err != nil {
+	if err := c.s.Accounts.DeleteRepository(c.ctx, c.actor(), r); err != nil {
 		return err
 	}
-	c.s.logger.Info("repository deleted", "repo_id", r.ID, "repo", r.Slug, "user", c.user.Name)
 	return c.flash(projectURL(proj.Key), "deleted")
 }
