@@ -10,12 +10,16 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sluice-scm/sluice/internal/accounts"
 	"github.com/sluice-scm/sluice/internal/app"
-	"github.com/sluice-scm/sluice/internal/auth"
 	"github.com/sluice-scm/sluice/internal/problem"
-	"github.com/sluice-scm/sluice/internal/repo"
 	"github.com/sluice-scm/sluice/internal/store"
 )
+
+// cliActor is whoever runs the admin CLI: they reach the database
+// directly, so the accounts service checks their input but not their
+// permissions.
+var cliActor = accounts.System("cli")
 
 func newAdmin(stdout, stderr io.Writer) *cobra.Command {
 	var g globalFlags
@@ -33,6 +37,7 @@ func newAdmin(stdout, stderr io.Writer) *cobra.Command {
 	admin.AddCommand(user, token, project, repos, adminGrant(&g, stdout, stderr))
 	admin.AddCommand(adminSSHKey(&g, stdout, stderr))
 	admin.AddCommand(adminCluster(&g, stdout, stderr))
+	admin.AddCommand(adminImport(&g, stdout, stderr))
 	return admin
 }
 
@@ -45,24 +50,11 @@ func adminUserCreate(g *globalFlags, stdout, stderr io.Writer) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return withApp(cmd, g, stderr, func(ctx context.Context, a *app.App) error {
-				if err := store.ValidateUserName(name); err != nil {
-					return err
-				}
-				hash, err := auth.HashPassword(password)
+				u, err := a.Accounts.CreateUser(ctx, cliActor, accounts.NewUser{
+					Name: name, DisplayName: display, Email: email, Password: password, SysAdmin: isAdmin,
+				})
 				if err != nil {
 					return err
-				}
-				if display == "" {
-					display = name
-				}
-				u := &store.User{Name: name, DisplayName: display, Email: email, PasswordHash: hash, Active: true}
-				if err := a.Store.CreateUser(ctx, u); err != nil {
-					return err
-				}
-				if isAdmin {
-					if err := a.Store.SetGlobalPermission(ctx, store.Grant{UserID: u.ID, Permission: store.PermSysAdmin}); err != nil {
-						return err
-					}
 				}
 				fmt.Fprintf(stdout, "created user %s (id %d)\n", u.Name, u.ID)
 				return nil
@@ -79,26 +71,24 @@ func adminUserCreate(g *globalFlags, stdout, stderr io.Writer) *cobra.Command {
 	return cmd
 }
 
-// parseExpiry reads "30d", "12h", "90m" into a time from now.
-func parseExpiry(s string) (*time.Time, error) {
+// parseExpiry reads "30d", "12h", "90m" into a lifetime; "" is never.
+// The accounts service bounds it.
+func parseExpiry(s string) (time.Duration, error) {
 	if s == "" {
-		return nil, nil
+		return 0, nil
 	}
-	var d time.Duration
 	if n, ok := strings.CutSuffix(s, "d"); ok {
 		days, err := strconv.Atoi(n)
 		if err != nil || days <= 0 || days > 3650 {
-			return nil, problem.New(problem.Invalid, "--expires: %q is not a number of days between 1 and 3650 (e.g. 30d)", s)
+			return 0, problem.New(problem.Invalid, "--expires: %q is not a number of days between 1 and 3650 (e.g. 30d)", s)
 		}
-		d = time.Duration(days) * 24 * time.Hour
-	} else {
-		var err error
-		if d, err = time.ParseDuration(s); err != nil || d <= 0 {
-			return nil, problem.New(problem.Invalid, "--expires: %q is not a duration (e.g. 30d, 12h)", s)
-		}
+		return time.Duration(days) * 24 * time.Hour, nil
 	}
-	t := time.Now().Add(d).UTC()
-	return &t, nil
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		return 0, problem.New(problem.Invalid, "--expires: %q is not a duration (e.g. 30d, 12h)", s)
+	}
+	return d, nil
 }
 
 func adminTokenCreate(g *globalFlags, stdout, stderr io.Writer) *cobra.Command {
@@ -108,12 +98,6 @@ func adminTokenCreate(g *globalFlags, stdout, stderr io.Writer) *cobra.Command {
 		Short: "Create a personal access token; prints the token alone",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			sc := store.Scope(scope)
-			switch sc {
-			case store.ScopeRead, store.ScopeWrite, store.ScopeAdmin:
-			default:
-				return problem.New(problem.Invalid, "--scope: %q must be read, write or admin", scope)
-			}
 			exp, err := parseExpiry(expires)
 			if err != nil {
 				return err
@@ -123,7 +107,7 @@ func adminTokenCreate(g *globalFlags, stdout, stderr io.Writer) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				secret, _, err := a.Auth.CreateToken(ctx, u.ID, name, sc, exp)
+				secret, _, err := a.Accounts.CreateToken(ctx, cliActor, u, accounts.NewToken{Name: name, Scope: store.Scope(scope), Lifetime: exp})
 				if err != nil {
 					return err
 				}
@@ -150,14 +134,8 @@ func adminProjectCreate(g *globalFlags, stdout, stderr io.Writer) *cobra.Command
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return withApp(cmd, g, stderr, func(ctx context.Context, a *app.App) error {
-				if err := store.ValidateProjectKey(key); err != nil {
-					return err
-				}
-				if name == "" {
-					name = key
-				}
-				p := &store.Project{Key: strings.ToUpper(key), Name: name, Description: description, Public: public}
-				if err := a.Store.CreateProject(ctx, p); err != nil {
+				p, err := a.Accounts.CreateProject(ctx, cliActor, accounts.NewProject{Key: key, Name: name, Description: description, Public: public})
+				if err != nil {
 					return err
 				}
 				fmt.Fprintf(stdout, "created project %s (id %d)\n", p.Key, p.ID)
@@ -186,8 +164,8 @@ func adminRepoCreate(g *globalFlags, stdout, stderr io.Writer) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				r := &store.Repository{ProjectID: p.ID, ProjectKey: p.Key, Name: name, Public: public, DefaultBranch: branch}
-				if err := repo.Provision(ctx, a.Store, a.Repos, r); err != nil {
+				r, err := a.Accounts.CreateRepository(ctx, cliActor, p, accounts.NewRepository{Name: name, Public: public, DefaultBranch: branch})
+				if err != nil {
 					return err
 				}
 				fmt.Fprintf(stdout, "created repository %s/%s (id %d): %s/scm/%s/%s.git\n",
@@ -271,36 +249,29 @@ func adminGrant(g *globalFlags, stdout, stderr io.Writer) *cobra.Command {
 				return problem.New(problem.Invalid, "%s is a project permission; drop --repo or use a REPO_ permission", p)
 			}
 			return withApp(cmd, g, stderr, func(ctx context.Context, a *app.App) error {
-				var grant store.Grant
-				grant.Permission = p
+				var users, groups []string
 				if userName != "" {
-					u, err := a.Store.UserByName(ctx, userName)
-					if err != nil {
-						return err
-					}
-					grant.UserID = u.ID
+					users = []string{userName}
 				} else {
-					gr, err := a.Store.GroupByName(ctx, groupName)
-					if err != nil {
-						return err
-					}
-					grant.GroupID = gr.ID
+					groups = []string{groupName}
+				}
+				grantees, err := a.Accounts.Grantees(ctx, users, groups)
+				if err != nil {
+					return err
 				}
 				proj, err := a.Store.ProjectByKey(ctx, projectKey)
 				if err != nil {
 					return err
 				}
-				target := proj.Key
+				t, target := accounts.Target{Project: proj}, proj.Key
 				if slug != "" {
 					r, err := a.Store.RepoBySlug(ctx, proj.Key, slug)
 					if err != nil {
 						return err
 					}
-					if err := a.Store.SetRepoPermission(ctx, r.ID, grant); err != nil {
-						return err
-					}
-					target += "/" + r.Slug
-				} else if err := a.Store.SetProjectPermission(ctx, proj.ID, grant); err != nil {
+					t.Repo, target = r, proj.Key+"/"+r.Slug
+				}
+				if err := a.Accounts.Grant(ctx, cliActor, t, grantees, p); err != nil {
 					return err
 				}
 				who := "user " + userName

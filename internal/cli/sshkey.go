@@ -8,10 +8,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/crypto/ssh"
 
 	"github.com/sluice-scm/sluice/internal/app"
-	"github.com/sluice-scm/sluice/internal/auth"
 	"github.com/sluice-scm/sluice/internal/problem"
 	"github.com/sluice-scm/sluice/internal/store"
 )
@@ -50,26 +48,17 @@ func adminSSHKeyAdd(g *globalFlags, stdout, stderr io.Writer) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			pub, comment, err := auth.ParseAuthorizedKey(line)
-			if err != nil {
-				return err
-			}
-			if label == "" {
-				label = comment
-			}
 			return withApp(cmd, g, stderr, func(ctx context.Context, a *app.App) error {
-				k := &store.SSHKey{
-					Label:       label,
-					PublicKey:   strings.TrimSpace(string(ssh.MarshalAuthorizedKey(pub))),
-					Fingerprint: ssh.FingerprintSHA256(pub),
-				}
+				var k *store.SSHKey
 				owner := ""
 				if username != "" {
 					u, err := a.Store.UserByName(ctx, username)
 					if err != nil {
 						return err
 					}
-					k.UserID = u.ID
+					if k, err = a.Accounts.AddSSHKey(ctx, cliActor, u, line, label); err != nil {
+						return err
+					}
 					owner = "user " + u.Name
 				} else {
 					key, slug, err := splitRepoRef(repoRef)
@@ -80,11 +69,10 @@ func adminSSHKeyAdd(g *globalFlags, stdout, stderr io.Writer) *cobra.Command {
 					if err != nil {
 						return err
 					}
-					k.RepoID, k.Scope = r.ID, sc
+					if k, err = a.Accounts.AddAccessKey(ctx, cliActor, r, line, label, sc); err != nil {
+						return err
+					}
 					owner = fmt.Sprintf("repository %s/%s (%s access)", r.ProjectKey, r.Slug, sc)
-				}
-				if err := a.Store.AddSSHKey(ctx, k); err != nil {
-					return err
 				}
 				fmt.Fprintf(stdout, "added SSH key %s (id %d) for %s\n", k.Fingerprint, k.ID, owner)
 				return nil

@@ -25,10 +25,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-scm/sluice/internal/accounts"
 	"github.com/sluice-scm/sluice/internal/app"
-	"github.com/sluice-scm/sluice/internal/auth"
 	"github.com/sluice-scm/sluice/internal/config"
-	"github.com/sluice-scm/sluice/internal/repo"
 	"github.com/sluice-scm/sluice/internal/store"
 )
 
@@ -165,18 +164,18 @@ func (n *Node) Stop() {
 	n.cancel = nil
 }
 
+// testActor is the test itself, which sets up what it needs like the
+// machine's operator would.
+var testActor = accounts.System("testbed")
+
 // Store is the node's store.
 func (n *Node) Store() store.Store { return n.App.Store }
 
 // CreateUser creates an active user with the given password.
 func (n *Node) CreateUser(t testing.TB, name, password string) *store.User {
 	t.Helper()
-	hash, err := auth.HashPassword(password)
+	u, err := n.App.Accounts.CreateUser(context.Background(), testActor, accounts.NewUser{Name: name, Password: password})
 	if err != nil {
-		t.Fatal(err)
-	}
-	u := &store.User{Name: name, DisplayName: name, PasswordHash: hash, Active: true}
-	if err := n.App.Store.CreateUser(context.Background(), u); err != nil {
 		t.Fatal(err)
 	}
 	return u
@@ -185,7 +184,12 @@ func (n *Node) CreateUser(t testing.TB, name, password string) *store.User {
 // Token creates an access token for the user.
 func (n *Node) Token(t testing.TB, userID int64, scope store.Scope) string {
 	t.Helper()
-	secret, _, err := n.App.Auth.CreateToken(context.Background(), userID, "test-"+string(scope), scope, nil)
+	ctx := context.Background()
+	u, err := n.App.Store.UserByID(ctx, userID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret, _, err := n.App.Accounts.CreateToken(ctx, testActor, u, accounts.NewToken{Name: "test-" + string(scope), Scope: scope})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,8 +203,8 @@ func (n *Node) CreateProject(t testing.TB, key string) *store.Project {
 	if p, err := n.App.Store.ProjectByKey(ctx, key); err == nil {
 		return p
 	}
-	p := &store.Project{Key: strings.ToUpper(key), Name: key}
-	if err := n.App.Store.CreateProject(ctx, p); err != nil {
+	p, err := n.App.Accounts.CreateProject(ctx, testActor, accounts.NewProject{Key: key, Name: key})
+	if err != nil {
 		t.Fatal(err)
 	}
 	return p
@@ -210,8 +214,8 @@ func (n *Node) CreateProject(t testing.TB, key string) *store.Project {
 func (n *Node) CreateRepo(t testing.TB, projectKey, name string) *store.Repository {
 	t.Helper()
 	p := n.CreateProject(t, projectKey)
-	r := &store.Repository{ProjectID: p.ID, ProjectKey: p.Key, Name: name}
-	if err := repo.Provision(context.Background(), n.App.Store, n.App.Repos, r); err != nil {
+	r, err := n.App.Accounts.CreateRepository(context.Background(), testActor, p, accounts.NewRepository{Name: name})
+	if err != nil {
 		t.Fatal(err)
 	}
 	return r
@@ -220,7 +224,7 @@ func (n *Node) CreateRepo(t testing.TB, projectKey, name string) *store.Reposito
 // Grant gives a user a repository permission.
 func (n *Node) Grant(t testing.TB, r *store.Repository, userID int64, perm store.Permission) {
 	t.Helper()
-	if err := n.App.Store.SetRepoPermission(context.Background(), r.ID, store.Grant{UserID: userID, Permission: perm}); err != nil {
+	if err := n.App.Accounts.Grant(context.Background(), testActor, accounts.Target{Repo: r}, []store.Grant{{UserID: userID}}, perm); err != nil {
 		t.Fatal(err)
 	}
 }
