@@ -51,9 +51,10 @@ func globalConfig(cfg Config, hooksDir string) []configEntry {
 		{"user", "email", "sluice@localhost", "same"},
 	}
 	for _, h := range HiddenRefs {
-		e = append(e,
-			configEntry{"uploadpack", "hideRefs", h, "server-managed refs (HiddenRefs) are not part of the advertised history"},
-			configEntry{"receive", "hideRefs", h, "and clients may not push to them"})
+		e = append(e, configEntry{"uploadpack", "hideRefs", h, "refs clients are never shown (HiddenRefs)"})
+	}
+	for _, h := range ServerRefs {
+		e = append(e, configEntry{"receive", "hideRefs", h, "server-managed refs (ServerRefs): clients may not push to them"})
 	}
 	e = append(e, fsckConfig()...)
 	if cfg.MaxInputSize > 0 {

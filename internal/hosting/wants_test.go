@@ -121,8 +121,8 @@ func TestV2FetchServesOnlyVisibleObjects(t *testing.T) {
 	parentOnlyBlob := ad.must(work, "rev-parse", "HEAD:secret.txt")
 	ad.must(work, "push", "-q", parentURL, "main")
 
-	// In the fork: a branch pushed and deleted, and a commit only a hidden
-	// ref holds.
+	// In the fork: a branch pushed and deleted, and a commit only a pull
+	// request ref holds (served to readers, as Bitbucket does).
 	ad.must(work, "checkout", "-q", "-b", "doomed", "main~1")
 	if err := os.WriteFile(filepath.Join(work, "doomed.txt"), []byte("doomed\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -165,7 +165,6 @@ func TestV2FetchServesOnlyVisibleObjects(t *testing.T) {
 				"parent's later commit": parentOnly,
 				"parent's later blob":   parentOnlyBlob,
 				"deleted branch":        doomed,
-				"hidden ref":            hidden,
 				"missing object":        missing,
 			} {
 				for _, v := range []string{"2", "0"} {
@@ -197,6 +196,16 @@ func TestV2FetchServesOnlyVisibleObjects(t *testing.T) {
 				t.Errorf("backfilled blob type %q", got)
 			}
 			fr.must(dst, "-c", "protocol.version=2", "fetch", "-q", url, old)
+
+			// Pull request refs are advertised and served, by name (as
+			// Jenkins fetches them) and by id, on every protocol.
+			for _, v := range []string{"0", "2"} {
+				fr.must(dst, "-c", "protocol.version="+v, "fetch", "-q", url, "+refs/pull-requests/1/from:refs/remotes/pr/1")
+				if got := fr.must(dst, "rev-parse", "refs/remotes/pr/1"); got != hidden {
+					t.Errorf("v%s: fetched pull request ref %s, want %s", v, got, hidden)
+				}
+			}
+			fr.must(dst, "-c", "protocol.version=2", "fetch", "-q", url, hidden)
 		})
 	}
 }

@@ -786,7 +786,10 @@ func (m *Manager) IsReachable(ctx context.Context, id int64, sha string) (bool, 
 // --not flips the sense back so that oid, which must come after
 // --end-of-options, counts as positive.
 func (m *Manager) reachable(ctx context.Context, dir, oid string) (bool, error) {
-	flags := append([]string{"--max-count=1", "--not"}, hiddenExcludes()...)
+	flags := []string{"--max-count=1", "--not"}
+	for _, p := range gitcmd.ServerRefs {
+		flags = append(flags, "--exclude="+p+"/*")
+	}
 	out, err := m.output(ctx, gitcmd.Cmd{Dir: dir, Name: "rev-list", Flags: append(flags, "--all", "--not"), Args: []string{oid}})
 	if err != nil {
 		return false, fmt.Errorf("check reachability: %w", err)

@@ -7,10 +7,21 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-scm/sluice/internal/gitcmd"
 	"github.com/sluice-scm/sluice/internal/problem"
 )
 
+// hideRefs makes refs/internal a hidden namespace for one test: no
+// namespace is hidden today (pull request refs are served to readers), but
+// the check must hold for one that is.
+func hideRefs(t *testing.T) {
+	old := gitcmd.HiddenRefs
+	gitcmd.HiddenRefs = []string{"refs/internal"}
+	t.Cleanup(func() { gitcmd.HiddenRefs = old })
+}
+
 func TestCheckWants(t *testing.T) {
+	hideRefs(t)
 	ctx := context.Background()
 	m := newManager(t)
 	var mu sync.Mutex
@@ -27,7 +38,12 @@ func TestCheckWants(t *testing.T) {
 	w.write("hidden.txt", "only under a pull request ref\n")
 	hidden := w.commit("hidden")
 	hiddenBlob := w.git("rev-parse", "hidden:hidden.txt")
-	w.git("push", "-q", m.Path(1), "hidden:refs/pull-requests/1/from")
+	w.git("push", "-q", m.Path(1), "hidden:refs/internal/1")
+	// A pull request ref is served to readers, as Bitbucket does.
+	w.git("checkout", "-q", "-b", "pr", h.c3)
+	w.write("pr.txt", "pull request\n")
+	prCommit := w.commit("pr")
+	w.git("push", "-q", m.Path(1), "pr:refs/pull-requests/1/from")
 	bareGit(t, m.Path(1), "update-ref", "-d", "refs/heads/doomed")
 	w.git("checkout", "-q", "main")
 
@@ -44,6 +60,7 @@ func TestCheckWants(t *testing.T) {
 		"blob of the tip's tree":  tipBlob,
 		"feature branch tip":      h.feature,
 		"commit reached from tag": h.c2,
+		"pull request commit":     prCommit,
 	}
 	for name, oid := range allowed {
 		if err := m.CheckWants(ctx, 1, []string{oid}); err != nil {
@@ -118,10 +135,11 @@ func TestCheckWants(t *testing.T) {
 }
 
 func TestReadTips(t *testing.T) {
+	hideRefs(t)
 	m := newManager(t)
 	_, h := seed(t, m, 1)
 	dir := m.Path(1)
-	bareGit(t, dir, "update-ref", "refs/pull-requests/7/from", h.c1)
+	bareGit(t, dir, "update-ref", "refs/internal/7", h.c1)
 	tips := readTips(dir)
 	for _, oid := range []string{h.c3, h.feature, h.v2tag, h.c1} {
 		if !tips[oid] {
