@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/url"
@@ -30,6 +31,8 @@ func (s *server) pullRoutes() []route {
 		{Method: "POST", Pattern: pullsBase, Summary: "Open a pull request", Success: 201,
 			Body: "{title, description, fromRef: {id, repository: {slug, project: {key}}}, toRef: {id}, reviewers: [{user: {name}}]}", handle: (*call).createPull},
 		{Method: "GET", Pattern: pullsBase + "/{id}", Summary: "Get a pull request", handle: (*call).getPull},
+		{Method: "DELETE", Pattern: pullsBase + "/{id}", Summary: "Delete a pull request and its refs (author or REPO_ADMIN); version in the JSON body or the query",
+			Body: "{version}", Success: 204, handle: (*call).deletePull},
 		{Method: "PUT", Pattern: pullsBase + "/{id}", Summary: "Update title, description, target or reviewers (author or REPO_WRITE)",
 			Body: "{version, title, description, toRef: {id}, reviewers}", handle: (*call).updatePull},
 		{Method: "GET", Pattern: pullsBase + "/{id}/changes", Summary: "Files changed, with line counts (from the precomputed diff)", Paged: true,
@@ -545,6 +548,33 @@ func (c *call) listParticipants() error {
 		return err
 	}
 	return c.json(mapPage(slicePage(parts, pg), func(pt store.Participant) participantJSON { return c.participantJSON(&pt) }))
+}
+
+// deletePull is Bitbucket's DELETE of a pull request, whose version
+// travels in the JSON body ({"version": N}); the query is accepted too.
+func (c *call) deletePull() error {
+	_, r, pr, err := c.pullRef(auth.Read)
+	if err != nil {
+		return err
+	}
+	var in struct {
+		Version *json.Number `json:"version"`
+	}
+	if err := c.decode(&in, true); err != nil {
+		return err
+	}
+	var v int64
+	if in.Version != nil {
+		if v, err = in.Version.Int64(); err != nil || v < 0 {
+			return problem.New(problem.Invalid, "version must be a non-negative integer")
+		}
+	} else if v, err = c.versionParam(); err != nil {
+		return err
+	}
+	if err := c.s.Pulls.Delete(c.ctx, c.p, r, pr, v); err != nil {
+		return err
+	}
+	return c.noContent()
 }
 
 func (c *call) declinePull() error { return c.closeOrReopen(false) }

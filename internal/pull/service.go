@@ -407,6 +407,43 @@ func (s *Service) Decline(ctx context.Context, p *auth.Principal, pr *store.Pull
 	return &upd, nil
 }
 
+// Delete removes a pull request, as its author or a repository
+// administrator may (Bitbucket's rule), when it is still at version: its
+// comments, activity and stored diff go with it, and so do its refs
+// (refs/pull-requests/N/from and /merge, a system move like their
+// creation). Watchers hear pr:deleted.
+func (s *Service) Delete(ctx context.Context, p *auth.Principal, r *store.Repository, pr *store.PullRequest, version int64) error {
+	if p == nil || p.UserID == 0 || p.UserID != pr.AuthorID {
+		if err := s.auth.Authorize(ctx, p, auth.Resource{Repo: r}, auth.Admin); err != nil {
+			if problem.Is(err, problem.NotFound) {
+				return err
+			}
+			return problem.New(problem.Forbidden, "only the pull request's author or a repository administrator may delete it")
+		}
+	}
+	if err := checkVersion(pr, version); err != nil {
+		return err
+	}
+	if err := s.ps.DeletePullRequest(ctx, pr.ID, version); err != nil {
+		return err
+	}
+	dir := s.repos.Path(pr.RepoID)
+	for _, name := range []string{"from", "merge"} {
+		ref := fmt.Sprintf("refs/pull-requests/%d/%s", pr.Number, name)
+		if cur, _ := s.resolve(ctx, dir, ref); cur == "" {
+			continue
+		}
+		// The row is gone: a ref left behind only wastes space, and
+		// the next pull request with this number rewrites it.
+		if err := s.updateRef(context.WithoutCancel(ctx), pr.RepoID, nil, false, ref, zeroOID, ""); err != nil {
+			s.logger.Warn("delete pull request ref", "pr_id", pr.ID, "ref", ref, "err", err)
+		}
+	}
+	s.logger.Info("pull request deleted", "repo_id", pr.RepoID, "pr_id", pr.ID, "number", pr.Number, "principal", p.String())
+	s.emit(ctx, pr, "pr:deleted", p)
+	return nil
+}
+
 // Reopen reopens a declined pull request and rescopes it.
 func (s *Service) Reopen(ctx context.Context, p *auth.Principal, pr *store.PullRequest, version int64) (*store.PullRequest, error) {
 	if err := checkVersion(pr, version); err != nil {

@@ -43,7 +43,7 @@ import (
 
 // Events a webhook may subscribe to (Bitbucket's keys).
 var WebhookEvents = []string{
-	"repo:refs_changed", "pr:opened", "pr:from_ref_updated", "pr:modified", "pr:merged", "pr:declined",
+	"repo:refs_changed", "pr:opened", "pr:from_ref_updated", "pr:modified", "pr:merged", "pr:declined", "pr:deleted",
 	"pr:comment:added", "pr:reviewer:approved", "pr:reviewer:unapproved", "pr:reviewer:needswork",
 }
 

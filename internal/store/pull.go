@@ -29,6 +29,10 @@ type PullStore interface {
 	// UpdatePullRequest writes title, description, state, merge sha and
 	// closed time when the stored version is expectVersion, and bumps it.
 	UpdatePullRequest(ctx context.Context, pr *PullRequest, expectVersion int64) error
+	// DeletePullRequest removes a pull request with its participants,
+	// comments, activity, stored diff and notifications, when the stored
+	// version is expectVersion.
+	DeletePullRequest(ctx context.Context, id, expectVersion int64) error
 	// RescopePullRequest records new source and target commits without
 	// bumping the version (rescope is not a user's edit), when the stored
 	// ones are still oldFrom and oldTo.

@@ -172,6 +172,18 @@ func (d *DB) UpdatePullRequest(ctx context.Context, pr *PullRequest, expectVersi
 	return nil
 }
 
+func (d *DB) DeletePullRequest(ctx context.Context, id, expectVersion int64) error {
+	// The rows that belong to it go with it (ON DELETE CASCADE).
+	res, err := d.exec(ctx, "DELETE FROM pull_requests WHERE id = ? AND version = ?", id, expectVersion)
+	if err != nil {
+		return d.fail(err, "delete pull request")
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return d.versionConflict(ctx, "pull_requests", id, "pull request")
+	}
+	return nil
+}
+
 func (d *DB) RescopePullRequest(ctx context.Context, id int64, oldFrom, oldTo, from, to, base string) (bool, error) {
 	res, err := d.exec(ctx, `UPDATE pull_requests SET from_sha = ?, to_sha = ?, base_sha = ?, merge_status = 'UNKNOWN', conflicts = '',
 		updated_at = ? WHERE id = ? AND from_sha = ? AND to_sha = ?`, from, to, base, now(), id, oldFrom, oldTo)

@@ -237,4 +237,21 @@ func runPullStore(t *testing.T, st store.Store) {
 		t.Fatalf("delete from another repository: %v", err)
 	}
 	must(ps.DeleteWebhook(ctx, r.ID, h.ID))
+
+	// Deleting a pull request checks its version and takes its rows along.
+	cur, err := ps.PullRequestByID(ctx, pr1.ID)
+	must(err)
+	if err := ps.DeletePullRequest(ctx, pr1.ID, cur.Version+1); !problem.Is(err, problem.Conflict) {
+		t.Fatalf("delete at a stale version: %v", err)
+	}
+	must(ps.DeletePullRequest(ctx, pr1.ID, cur.Version))
+	if _, err := ps.PullRequestByID(ctx, pr1.ID); !problem.Is(err, problem.NotFound) {
+		t.Fatalf("deleted pull request: %v", err)
+	}
+	if parts, err := ps.Participants(ctx, pr1.ID); err != nil || len(parts) != 0 {
+		t.Fatalf("participants after delete: %+v %v", parts, err)
+	}
+	if err := ps.DeletePullRequest(ctx, pr1.ID, cur.Version); !problem.Is(err, problem.NotFound) {
+		t.Fatalf("second delete: %v", err)
+	}
 }
