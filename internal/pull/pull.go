@@ -66,9 +66,12 @@
 //   - Every pull request has refs/pull-requests/{id}/from (its source
 //     commit, fetched from the fork when it comes from one: a parent
 //     cannot read a fork's objects) and refs/pull-requests/{id}/merge (the
-//     preview merge, while it merges cleanly), for CI. gitcmd's
-//     uploadpack.hideRefs and receive.hideRefs keep them out of clones and
-//     pushes.
+//     preview merge, while it merges cleanly), for CI: advertised to and
+//     fetchable by the target's readers (Jenkins builds pull requests
+//     from +refs/pull-requests/N/from, as from Bitbucket), written only by
+//     the server (gitcmd.ServerRefs: receive.hideRefs refuses pushes to
+//     them), never announced as repo:refs_changed, and deleted with the
+//     pull request.
 //
 //   - Forks: the parent cannot read a fork's objects, so a fork's source
 //     commit is fetched into the parent's refs/pull-requests/N/from. That
