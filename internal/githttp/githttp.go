@@ -29,11 +29,19 @@
 // framing as they stream to git, so a malformed or oversized request ends
 // with a clear ERR line rather than git's "the remote end hung up". Responses
 // stream, flushed after every write.
+//
+// A push is not tied to its client's connection once the client has sent
+// all of it: a client that hangs up then (a proxy's timeout, a killed CI
+// job) finds its push in place, as it would over SSH, and the report git
+// writes for nobody is dropped rather than breaking git's pipe. A client
+// that leaves before its body is complete still stops git (the body read
+// fails), so a partial push never lands.
 package githttp
 
 import (
 	"bufio"
 	"compress/gzip"
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -250,6 +258,18 @@ func (h *handler) rpc(w http.ResponseWriter, r *http.Request, rt route) {
 	}
 	out := newStream(w, "application/x-"+service+"-result")
 	op := h.op(r, rt, p, service)
+	ctx := r.Context()
+	if service == hosting.ReceivePack {
+		// A push whose client hangs up after sending all of it is
+		// completed, as over SSH: libcurl and proxies give up on slow
+		// answers, and losing a push the client sent whole only makes
+		// it push again. net/http watches for the hang-up only once the
+		// body has been read, so detaching from the request's end
+		// changes nothing before that; a client leaving earlier is a
+		// body read error, which still stops git (see hosting.runGit).
+		ctx = context.WithoutCancel(ctx)
+		out.lenient = true
+	}
 
 	limit := h.cfg.MaxRequestBody
 	if service == hosting.ReceivePack {
@@ -273,7 +293,12 @@ func (h *handler) rpc(w http.ResponseWriter, r *http.Request, rt route) {
 		br, sideband = peekSideband(body)
 		body = &framingReader{r: br, firstSection: true}
 	}
-	err = h.svc.Serve(r.Context(), op, body, out)
+	err = h.svc.Serve(ctx, op, body, out)
+	if out.gone.Load() {
+		h.logger.Info("push finished after its client hung up", "repo", rt.project+"/"+rt.slug,
+			"remote_addr", r.RemoteAddr, "error", errString(err))
+		return
+	}
 	if err == nil || hosting.Reported(err) {
 		// A reported error ended the response inside the protocol
 		// (a queue wait that ran out after progress was sent).
@@ -409,6 +434,11 @@ type stream struct {
 	contentType string
 	started     atomic.Bool
 	length      int64 // > 0: the whole body's length, known before it starts
+	// lenient drops what is written once the client has gone, instead of
+	// failing: git's receive-pack must not see a broken pipe (and maybe
+	// die before updating refs) because nobody reads its report.
+	lenient bool
+	gone    atomic.Bool
 }
 
 func newStream(w http.ResponseWriter, contentType string) *stream {
@@ -462,15 +492,26 @@ func (s *stream) Write(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
+	if s.gone.Load() {
+		return len(p), nil
+	}
 	s.start()
 	n, err := s.w.Write(p)
-	if err != nil {
-		return n, err
+	if err == nil {
+		err = s.rc.Flush()
 	}
-	if err := s.rc.Flush(); err != nil {
-		return n, err
+	if err != nil && s.lenient {
+		s.gone.Store(true)
+		return len(p), nil
 	}
-	return n, nil
+	return n, err
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }
 
 // capReader fails with TooLarge once more than limit bytes were read.

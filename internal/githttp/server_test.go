@@ -74,6 +74,11 @@ type serverOptions struct {
 	maxRequestBody int64
 	admit          func(op hosting.Op) error
 	cache          hosting.Cache
+	// policy judges pushes in pre-receive; tests use it to hold a push
+	// at a known point.
+	policy hooks.Policy
+	// onRequest sees every request before the handler does.
+	onRequest func(r *http.Request)
 }
 
 // server is one in-process Sluice git HTTP endpoint with its own store,
@@ -140,6 +145,9 @@ func newServer(t *testing.T, opts serverOptions) *server {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { hk.Close() })
+	if opts.policy != nil {
+		hk.SetPolicy(opts.policy)
+	}
 	a := auth.New(st, logger, reg)
 	repos := repo.NewManager(filepath.Join(dir, "repos"), git, logger)
 	var adm hosting.Admission
@@ -163,6 +171,9 @@ func newServer(t *testing.T, opts serverOptions) *server {
 	count := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Content-Encoding") == "gzip" {
 			s.gzipRequests.Add(1)
+		}
+		if opts.onRequest != nil {
+			opts.onRequest(r)
 		}
 		h.ServeHTTP(w, r)
 	})
