@@ -290,7 +290,13 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger, opts Optio
 		cache = a.Cache
 	}
 
-	a.Throttle, err = throttle.New(cfg.Throttle, throttle.Options{
+	tc := cfg.Throttle
+	a.Throttle, err = throttle.New(throttle.Config{
+		Strategy: tc.Strategy, Fixed: tc.Fixed,
+		MinPerCore: tc.MinPerCore, MaxPerCore: tc.MaxPerCore, TargetCPU: tc.TargetCPU, Cores: tc.Cores,
+		QueueMax: tc.QueueMax, QueueWait: tc.QueueWait.Duration,
+		RateLimit: tc.RateLimit, RateBucket: tc.RateBucket, RateRefill: tc.RateRefill,
+	}, throttle.Options{
 		Store:      a.Store,
 		Auth:       a.Auth,
 		Logger:     logger,

@@ -13,7 +13,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/sluice-scm/sluice/internal/cluster"
-	"github.com/sluice-scm/sluice/internal/config"
 )
 
 // fakeCgroupTree points detection at a temporary tree in which this
@@ -198,7 +197,7 @@ func TestThrottleDrivesGitGroup(t *testing.T) {
 	}
 	cpu := &fakeCPU{}
 	clk := &clock{t: time.Unix(1_700_000_000, 0)}
-	cfg := config.Default().Throttle
+	cfg := testConfig()
 	reg := prometheus.NewRegistry()
 	th := newThrottle(t, cfg, newFakeStore(), Options{Registerer: reg, Now: clk.now, GitGroup: g,
 		Sources: &Sources{CPU: cpu, Cores: 1}})

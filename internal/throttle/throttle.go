@@ -161,7 +161,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-scm/sluice/internal/auth"
-	"github.com/sluice-scm/sluice/internal/config"
 	"github.com/sluice-scm/sluice/internal/hosting"
 	"github.com/sluice-scm/sluice/internal/problem"
 	"github.com/sluice-scm/sluice/internal/store"
@@ -183,6 +182,29 @@ const (
 	memRepoCap  = 700 << 20
 	memFallback = 64 << 20 // a repository whose size is unknown
 )
+
+// Config is what an operator sets: the throttle section of the node's
+// configuration, which the app translates. The package keeps no defaults
+// for it, so the configuration's are the only ones.
+type Config struct {
+	// Strategy is "adaptive" (or empty) or "fixed".
+	Strategy string
+	// Fixed is the fixed strategy's ticket count; 0 is two per core.
+	Fixed int
+	// MinPerCore and MaxPerCore bound the adaptive limit; TargetCPU is the
+	// utilisation (0..1) it holds.
+	MinPerCore, MaxPerCore, TargetCPU float64
+	// Cores is the node's CPU budget; 0 is what DetectSources finds.
+	Cores float64
+	// QueueMax bounds the queue's length, QueueWait a request's wait in it.
+	QueueMax  int
+	QueueWait time.Duration
+	// RateLimit, RateBucket and RateRefill are the rate limits in force
+	// until an administrator stores others (SettingRateLimits).
+	RateLimit  bool
+	RateBucket int
+	RateRefill float64
+}
 
 // Options are the collaborators and the knobs tests turn.
 type Options struct {
@@ -216,7 +238,7 @@ type Options struct {
 // Throttle is one node's admission control. It implements
 // hosting.Admission.
 type Throttle struct {
-	cfg    config.Throttle
+	cfg    Config
 	opts   Options
 	logger *slog.Logger
 	now    func() time.Time
@@ -238,9 +260,9 @@ type Throttle struct {
 
 var _ hosting.Admission = (*Throttle)(nil)
 
-// New builds a Throttle from the throttle config section. Start runs its
-// controller and settings poll; Close stops them.
-func New(cfg config.Throttle, opts Options) (*Throttle, error) {
+// New builds a Throttle. Start runs its controller and settings poll;
+// Close stops them.
+func New(cfg Config, opts Options) (*Throttle, error) {
 	if opts.Store == nil {
 		return nil, errors.New("throttle: no store")
 	}
@@ -519,7 +541,7 @@ func (t *Throttle) Admit(ctx context.Context, p *auth.Principal, op hosting.Op, 
 			progress(fmt.Sprintf("sluice: waiting for capacity, %d ahead of you", ahead))
 		}
 	}
-	err := t.pool.acquire(ctx, key, mem, t.cfg.QueueWait.Duration, t.opts.ProgressEvery, report)
+	err := t.pool.acquire(ctx, key, mem, t.cfg.QueueWait, t.opts.ProgressEvery, report)
 	waited := t.now().Sub(start)
 	if err == nil || !errors.Is(err, errQueueFull) {
 		t.m.wait.Observe(waited.Seconds())

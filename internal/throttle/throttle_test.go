@@ -15,7 +15,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/sluice-scm/sluice/internal/auth"
-	"github.com/sluice-scm/sluice/internal/config"
 	"github.com/sluice-scm/sluice/internal/hosting"
 	"github.com/sluice-scm/sluice/internal/problem"
 	"github.com/sluice-scm/sluice/internal/store"
@@ -77,8 +76,15 @@ func (f *fakeStore) RepoBySlug(context.Context, string, string) (*store.Reposito
 	return nil, problem.New(problem.NotFound, "repository not found")
 }
 
-func fixedConfig(tickets int) config.Throttle {
-	c := config.Default().Throttle
+// testConfig is the configuration's default throttle section (Bitbucket's
+// numbers), spelled out because the package has no defaults of its own.
+func testConfig() Config {
+	return Config{Strategy: "adaptive", MinPerCore: 1, MaxPerCore: 12, TargetCPU: 0.75,
+		QueueMax: 1000, QueueWait: 5 * time.Minute, RateLimit: true, RateBucket: 60, RateRefill: 5}
+}
+
+func fixedConfig(tickets int) Config {
+	c := testConfig()
 	c.Strategy = "fixed"
 	c.Fixed = tickets
 	return c
@@ -93,7 +99,7 @@ type clock struct {
 func (c *clock) now() time.Time      { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
 func (c *clock) add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
 
-func newThrottle(t *testing.T, cfg config.Throttle, st store.Store, opts Options) *Throttle {
+func newThrottle(t *testing.T, cfg Config, st store.Store, opts Options) *Throttle {
 	t.Helper()
 	opts.Store = st
 	if opts.Registerer == nil {
@@ -111,7 +117,7 @@ var alice = &auth.Principal{UserID: 1, Name: "alice"}
 func TestAdmitRefusals(t *testing.T) {
 	cfg := fixedConfig(1)
 	cfg.QueueMax = 1
-	cfg.QueueWait = config.Duration{Duration: 300 * time.Millisecond}
+	cfg.QueueWait = 300 * time.Millisecond
 	reg := prometheus.NewRegistry()
 	th := newThrottle(t, cfg, newFakeStore(), Options{Registerer: reg, ProgressEvery: 50 * time.Millisecond})
 	ctx := context.Background()
@@ -173,7 +179,7 @@ func TestAdmitRefusals(t *testing.T) {
 
 func TestAdmitQueueWaitLongerMessage(t *testing.T) {
 	cfg := fixedConfig(1)
-	cfg.QueueWait = config.Duration{Duration: 1100 * time.Millisecond}
+	cfg.QueueWait = 1100 * time.Millisecond
 	th := newThrottle(t, cfg, newFakeStore(), Options{})
 	op := hosting.Op{Service: hosting.UploadPack}
 	release, err := th.Admit(context.Background(), alice, op, nil)
