@@ -1,5 +1,8 @@
-// Package pktline reads and writes git's pkt-line framing and parses the
-// upload-pack requests the pack cache keys on.
+// Package pktline reads and writes git's pkt-line framing, parses the
+// upload-pack requests the pack cache keys on and the command section of
+// receive-pack requests (ParseReceiveRequest), and writes receive-pack's
+// success report (WriteReceiveSuccess), which hosting sends on its own for
+// a retried push that is already in place.
 //
 // A pkt-line is four hex digits giving the length of the whole line
 // (header included) followed by that many bytes minus four; "0000" is a
@@ -9,8 +12,8 @@
 //
 // Everything here reads bytes a client sent, so a malformed length is an
 // error, never a panic or an allocation the header asked for: the Reader
-// reuses one 64 KiB buffer and ParseUploadRequest bounds both the bytes and
-// the number of lines it keeps. Both are fuzzed.
+// reuses one 64 KiB buffer and the parsers bound both the bytes and the
+// number of lines they keep. All three are fuzzed.
 //
 // The Reader reads exactly the bytes of each packet and never buffers ahead,
 // so after ParseUploadRequest the underlying reader is positioned right after
