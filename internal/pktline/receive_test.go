@@ -41,8 +41,8 @@ func TestParseReceiveRequestRefuses(t *testing.T) {
 	}{
 		{"cut short", pkt(oidA + " " + oidB + " refs/heads/main\n"), io.ErrUnexpectedEOF},
 		{"empty", "", io.ErrUnexpectedEOF},
-		{"short id", pkt("1111 " + oidB + " refs/heads/main\n") + "0000", ErrMalformed},
-		{"mixed formats", pkt(oidA + " " + strings.Repeat("2", 64) + " refs/heads/main\n") + "0000", ErrMalformed},
+		{"short id", pkt("1111 "+oidB+" refs/heads/main\n") + "0000", ErrMalformed},
+		{"mixed formats", pkt(oidA+" "+strings.Repeat("2", 64)+" refs/heads/main\n") + "0000", ErrMalformed},
 		{"no ref", pkt(oidA+" "+oidB+" \n") + "0000", ErrMalformed},
 		{"extra field", pkt(oidA+" "+oidB+" refs/heads/a b\n") + "0000", ErrMalformed},
 		{"delimiter", pkt(oidA+" "+oidB+" refs/heads/main\n") + "0001", ErrMalformed},
