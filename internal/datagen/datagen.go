@@ -8,32 +8,44 @@
 // give the same names, memberships, pull requests and git object ids on
 // every machine, so two runs of an experiment load the same data.
 //
+// A data set reaches a node the way an operator's data would: datagen
+// writes an import file (NDJSON in the format internal/bulkimport
+// documents, loaded by `sluice admin import`) and never touches the
+// node's database or repositories itself. `sluice datagen` pipes the
+// file straight into the importer; `sluice datagen --out FILE` keeps it
+// for a node elsewhere. So the lab depends on no service package, and
+// what it measures is loaded through an interface the node documents.
+//
 // Repositories share objects, because thousands of 14 MB histories would
 // not fit a test machine: a few seed histories are generated with git
 // fast-import from a deterministic generator (internal/bench's repository
-// generator, the same that `make bench` measures), and every other
-// repository is a fork of one of them through objects/info/alternates
-// (repo.Manager.Fork), which costs a few kilobytes. Clients still download
-// a full history per clone: sharing is a server-side storage detail.
+// generator, the same that `make bench` measures) into a history
+// directory that outlives the run; the file names each as the "history"
+// of one repository, which the importer hard-links, and every other
+// repository as a "fork_of" one of them, which the node makes through
+// objects/info/alternates at a few kilobytes each. Clients still
+// download a full history per clone: sharing is a server-side storage
+// detail.
 //
-// Rows are bulk-loaded (COPY on PostgreSQL, multi-row INSERTs in one
-// transaction on SQLite, see store/bulk.go). A run is re-runnable: it reads
-// what exists by natural key (user name, project key, KEY/slug, repository
-// and pull request number) and loads only the rest, and a repository whose
-// directory already exists is left alone; so an interrupted run is
-// finished by running it again.
+// A run is re-runnable: the file always describes the whole data set,
+// and the importer skips what exists by natural key (user name, project
+// key, KEY/slug, repository and pull request number), so an interrupted
+// run is finished by running it again, and the seed histories are
+// generated once per history directory.
 //
-// Load users (load-0001 …) get access tokens written to a file, and on
-// request SSH keys (keys.go), so the lab can spread its clients over many
-// users and the per-user rate limit measures what it would in production
-// rather than throttling one user.
+// Load users (load-0001 …) get access tokens — the importer mints them
+// and appends them to the tokens file; datagen asks only for those the
+// file lacks — and on request SSH keys (keys.go), so the lab can spread
+// its clients over many users and the per-user rate limit measures what
+// it would in production rather than throttling one user.
 package datagen
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -42,10 +54,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sluice-scm/sluice/internal/auth"
 	"github.com/sluice-scm/sluice/internal/bench"
-	"github.com/sluice-scm/sluice/internal/repo"
-	"github.com/sluice-scm/sluice/internal/store"
 )
 
 // Profile is a Bitbucket Data Center load profile at scale 1.
@@ -90,15 +99,16 @@ type Options struct {
 	// LoadPassword is the load users' password (for the real-git mode
 	// and the REST personas that log in); their tokens are preferred.
 	LoadPassword string
-	// TokensFile receives "name token" lines for the load users (mode
-	// 0600); tokens already in it are kept, so a re-run does not
-	// invalidate them.
+	// TokensFile holds "name token" lines for the load users: the file
+	// asks for a token for each load user it lacks (the importer mints
+	// them and appends them), so a re-run invalidates nothing.
 	TokensFile string
 	// KeysFile, when set, gives every load user an SSH key, kept in this
 	// file (mode 0600) and registered (see keys.go).
 	KeysFile string
-	// SeedCache keeps generated seed histories across data sets (e3 runs
-	// provision many instances); "" generates them in place.
+	// SeedCache is the directory the seed histories are generated into
+	// and kept in, across runs and data sets (e3 provisions many
+	// instances); the file names the histories in it by path. Required.
 	SeedCache string
 	// Git is the git binary; default "git".
 	Git string
@@ -123,25 +133,13 @@ func (o Options) Plan() (Counts, error) {
 		PullRequests: s(p.PullRequests), Comments: s(p.Comments)}, nil
 }
 
-// Deps are what a run writes into.
-type Deps struct {
-	DB     *store.DB
-	Repos  *repo.Manager
-	Auth   *auth.Service
-	Logger *slog.Logger
-	// Progress receives the progress bar; nil shows none.
-	Progress io.Writer
-}
-
-// Report says what a run did.
+// Report says what a run wrote.
 type Report struct {
 	Planned Counts
-	// Created counts what this run added; the rest existed.
-	Created Counts
 	Seeds   int
-	// DiskBytes is the repository root's size after the run.
-	DiskBytes int64
-	Took      time.Duration
+	// Records is how many lines the import file has.
+	Records int
+	Took    time.Duration
 }
 
 // ProjectKey, RepoSlug and UserName are the data set's naming scheme, which
@@ -159,8 +157,12 @@ func RepoPath(counts Counts, i int) string {
 // LoadGroup holds the load users; it has PROJECT_WRITE on every project.
 const LoadGroup = "e3-load"
 
-// Generate builds or completes the data set.
-func Generate(ctx context.Context, d Deps, o Options) (Report, error) {
+// Write writes the data set to w as an import file for `sluice admin
+// import` (the format internal/bulkimport documents), generating the seed
+// histories it names into o.SeedCache first. progress, when not nil,
+// shows a progress bar; w is written as the records are generated, so a
+// pipe to the importer shows the import's progress too.
+func Write(ctx context.Context, o Options, w io.Writer, progress io.Writer) (Report, error) {
 	start := time.Now()
 	if o.Git == "" {
 		o.Git = "git"
@@ -168,9 +170,14 @@ func Generate(ctx context.Context, d Deps, o Options) (Report, error) {
 	if o.Commits == 0 {
 		o.Commits = bench.DefaultRepoSpec.Commits
 	}
-	if d.Logger == nil {
-		d.Logger = slog.New(slog.DiscardHandler)
+	if o.SeedCache == "" {
+		return Report{}, fmt.Errorf("no history directory")
 	}
+	cache, err := filepath.Abs(o.SeedCache)
+	if err != nil {
+		return Report{}, err
+	}
+	o.SeedCache = cache
 	counts, err := o.Plan()
 	if err != nil {
 		return Report{}, err
@@ -179,41 +186,53 @@ func Generate(ctx context.Context, d Deps, o Options) (Report, error) {
 		o.Seeds = min(8, max(1, counts.Repositories/100))
 	}
 	o.Seeds = min(o.Seeds, counts.Repositories)
-	g := &gen{d: d, o: o, c: counts, rep: Report{Planned: counts, Seeds: o.Seeds}, bar: newBar(d.Progress)}
+	bw := bufio.NewWriterSize(w, 256<<10)
+	g := &gen{o: o, c: counts, rep: Report{Planned: counts, Seeds: o.Seeds}, bar: newBar(progress), enc: json.NewEncoder(bw)}
 	defer g.bar.done()
 	steps := []struct {
 		name string
 		fn   func(context.Context) error
 	}{
+		{"seed histories", g.seeds},
 		{"users", g.users},
 		{"groups", g.groups},
+		{"load users", g.loadUsers},
 		{"projects", g.projects},
 		{"repositories", g.repositories},
 		{"pull requests", g.pullRequests},
-		{"load users", g.loadUsers},
+		{"load users' tokens", g.loadTokens},
 		{"load users' ssh keys", g.loadUserKeys},
 	}
 	for _, s := range steps {
 		if err := s.fn(ctx); err != nil {
 			return g.rep, fmt.Errorf("%s: %w", s.name, err)
 		}
+		if err := ctx.Err(); err != nil {
+			return g.rep, err
+		}
 	}
-	g.rep.DiskBytes = dirSize(filepath.Dir(filepath.Dir(d.Repos.Path(1))))
+	if err := bw.Flush(); err != nil {
+		return g.rep, err
+	}
 	g.rep.Took = time.Since(start)
 	return g.rep, nil
 }
 
 type gen struct {
-	d   Deps
 	o   Options
 	c   Counts
 	rep Report
 	bar *bar
+	enc *json.Encoder
 
-	userIDs    map[string]int64
-	projectIDs map[string]int64
-	repos      []int64 // by data set index
-	heads      []seedRefs
+	heads []seedRefs
+	paths []string // seed histories, by seed
+}
+
+// emit writes one record.
+func (g *gen) emit(rec any) error {
+	g.rep.Records++
+	return g.enc.Encode(rec)
 }
 
 // rng returns a generator for one concern, so adding draws to one step
@@ -225,151 +244,148 @@ func (g *gen) rng(stream uint64) *rand.Rand {
 // epoch is the data set's clock: fixed, so rows are identical between runs.
 var epoch = time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
 
-const batch = 5000
-
-// load inserts n generated rows in batches, skipping those whose key
-// exists, with progress.
-func load[T any](ctx context.Context, g *gen, what string, n int, exists func(i int) bool, make func(i int) T, insert func(context.Context, []T) error) (int, error) {
-	g.bar.stage(what, n)
-	var buf []T
-	created := 0
-	flush := func() error {
-		if len(buf) == 0 {
-			return nil
-		}
-		if err := insert(ctx, buf); err != nil {
-			return err
-		}
-		created += len(buf)
-		buf = buf[:0]
-		return nil
+// The import file's records (internal/bulkimport's Record), written with
+// only the fields each type uses: the lab shares a format with the node,
+// not its code.
+type (
+	userRec struct {
+		Type        string    `json:"type"`
+		Name        string    `json:"name"`
+		DisplayName string    `json:"display_name"`
+		Email       string    `json:"email,omitempty"`
+		Password    string    `json:"password,omitempty"`
+		Groups      []string  `json:"groups,omitempty"`
+		CreatedAt   time.Time `json:"created_at,omitzero"`
 	}
-	for i := range n {
-		if !exists(i) {
-			buf = append(buf, make(i))
-			if len(buf) == batch {
-				if err := flush(); err != nil {
-					return created, err
-				}
-			}
+	groupRec struct {
+		Type    string   `json:"type"`
+		Name    string   `json:"name"`
+		Members []string `json:"members,omitempty"`
+	}
+	grantRec struct {
+		Group      string `json:"group"`
+		Permission string `json:"permission"`
+	}
+	projectRec struct {
+		Type        string     `json:"type"`
+		Key         string     `json:"key"`
+		Name        string     `json:"name"`
+		Description string     `json:"description"`
+		Grants      []grantRec `json:"grants"`
+		CreatedAt   time.Time  `json:"created_at"`
+	}
+	repoRec struct {
+		Type          string    `json:"type"`
+		Project       string    `json:"project"`
+		Slug          string    `json:"slug"`
+		DefaultBranch string    `json:"default_branch"`
+		History       string    `json:"history,omitempty"`
+		ForkOf        string    `json:"fork_of,omitempty"`
+		CreatedAt     time.Time `json:"created_at"`
+	}
+	pullRec struct {
+		Type        string    `json:"type"`
+		Repository  string    `json:"repository"`
+		Number      int       `json:"number"`
+		FromRef     string    `json:"from_ref"`
+		FromSHA     string    `json:"from_sha"`
+		ToRef       string    `json:"to_ref"`
+		ToSHA       string    `json:"to_sha"`
+		BaseSHA     string    `json:"base_sha"`
+		Title       string    `json:"title"`
+		Description string    `json:"description"`
+		State       string    `json:"state"`
+		Author      string    `json:"author"`
+		CreatedAt   time.Time `json:"created_at"`
+	}
+	participantRec struct {
+		User   string `json:"user"`
+		Role   string `json:"role"`
+		Status string `json:"status"`
+	}
+	commentRec struct {
+		Author    string    `json:"author"`
+		Text      string    `json:"text"`
+		CreatedAt time.Time `json:"created_at"`
+	}
+	activityRec struct {
+		Type         string           `json:"type"`
+		Repository   string           `json:"repository"`
+		Number       int              `json:"number"`
+		Participants []participantRec `json:"participants"`
+		Comments     []commentRec     `json:"comments,omitempty"`
+	}
+	tokenRec struct {
+		Type  string `json:"type"`
+		User  string `json:"user"`
+		Label string `json:"label"`
+		Scope string `json:"scope"`
+	}
+	keyRec struct {
+		Type      string `json:"type"`
+		User      string `json:"user"`
+		Label     string `json:"label"`
+		PublicKey string `json:"public_key"`
+	}
+)
+
+func (g *gen) users(context.Context) error {
+	g.bar.stage("users", g.c.Users)
+	for i := range g.c.Users {
+		// Generated users have no password: they only need to exist (as
+		// authors, reviewers, members) and argon2id per row would take
+		// hours at scale 1.
+		if err := g.emit(userRec{Type: "user", Name: UserName(i), DisplayName: fmt.Sprintf("User %d", i),
+			Email: UserName(i) + "@example.com", CreatedAt: epoch.Add(time.Duration(i) * time.Minute)}); err != nil {
+			return err
 		}
 		g.bar.set(i + 1)
 	}
-	return created, flush()
-}
-
-func (g *gen) users(ctx context.Context) error {
-	have, err := g.d.DB.NameIDs(ctx, store.BulkUsers)
-	if err != nil {
-		return err
-	}
-	// One hash for every generated user: argon2id per row would take
-	// hours at scale 1, and these accounts only need to exist. Their
-	// password is their name, so nothing secret is shared.
-	n, err := load(ctx, g, "users", g.c.Users, func(i int) bool { return have[UserName(i)] != 0 },
-		func(i int) store.User {
-			return store.User{Name: UserName(i), DisplayName: fmt.Sprintf("User %d", i), Email: UserName(i) + "@example.com",
-				Active: true, CreatedAt: epoch.Add(time.Duration(i) * time.Minute)}
-		}, g.d.DB.BulkCreateUsers)
-	g.rep.Created.Users = n
-	if err != nil {
-		return err
-	}
-	g.userIDs, err = g.d.DB.NameIDs(ctx, store.BulkUsers)
-	return err
+	return nil
 }
 
 func groupName(i int) string { return fmt.Sprintf("group-%06d", i) }
 
-func (g *gen) groups(ctx context.Context) error {
-	have, err := g.d.DB.NameIDs(ctx, store.BulkGroups)
-	if err != nil {
-		return err
-	}
-	n, err := load(ctx, g, "groups", g.c.Groups, func(i int) bool { return have[groupName(i)] != 0 },
-		func(i int) store.Group { return store.Group{Name: groupName(i)} }, g.d.DB.BulkCreateGroups)
-	g.rep.Created.Groups = n
-	if err != nil {
-		return err
-	}
-	// Memberships of new groups only: a few users each.
-	ids, err := g.d.DB.NameIDs(ctx, store.BulkGroups)
-	if err != nil {
-		return err
-	}
+func (g *gen) groups(context.Context) error {
+	g.bar.stage("groups", g.c.Groups)
 	r := g.rng(2)
-	var members []store.GroupMember
 	for i := range g.c.Groups {
 		k := 2 + r.IntN(6)
-		seen := map[int64]bool{}
-		var batchMembers []store.GroupMember
+		seen := map[int]bool{}
+		var members []string
 		for range k {
-			u := g.userIDs[UserName(r.IntN(g.c.Users))]
+			u := r.IntN(g.c.Users)
 			if !seen[u] {
 				seen[u] = true
-				batchMembers = append(batchMembers, store.GroupMember{GroupID: ids[groupName(i)], UserID: u})
+				members = append(members, UserName(u))
 			}
 		}
-		if have[groupName(i)] == 0 {
-			members = append(members, batchMembers...)
+		if err := g.emit(groupRec{Type: "group", Name: groupName(i), Members: members}); err != nil {
+			return err
 		}
+		g.bar.set(i + 1)
 	}
-	return g.d.DB.BulkAddGroupMembers(ctx, members)
+	return g.emit(groupRec{Type: "group", Name: LoadGroup})
 }
 
-func (g *gen) projects(ctx context.Context) error {
-	have, err := g.d.DB.NameIDs(ctx, store.BulkProjects)
-	if err != nil {
-		return err
-	}
-	n, err := load(ctx, g, "projects", g.c.Projects, func(i int) bool { return have[ProjectKey(i)] != 0 },
-		func(i int) store.Project {
-			return store.Project{Key: ProjectKey(i), Name: fmt.Sprintf("Project %d", i), Description: "generated by sluice datagen",
-				CreatedAt: epoch.Add(time.Duration(i) * time.Hour)}
-		}, g.d.DB.BulkCreateProjects)
-	g.rep.Created.Projects = n
-	if err != nil {
-		return err
-	}
-	if g.projectIDs, err = g.d.DB.NameIDs(ctx, store.BulkProjects); err != nil {
-		return err
-	}
-	// Each new project: PROJECT_WRITE for one group, PROJECT_READ for
+func (g *gen) projects(context.Context) error {
+	// Each project: PROJECT_WRITE for one group, PROJECT_READ for
 	// another, and PROJECT_WRITE for the load group.
-	load, err := g.ensureLoadGroup(ctx)
-	if err != nil {
-		return err
-	}
-	groups, err := g.d.DB.NameIDs(ctx, store.BulkGroups)
-	if err != nil {
-		return err
-	}
+	g.bar.stage("projects", g.c.Projects)
 	r := g.rng(3)
-	var grants []store.ProjectGrant
 	for i := range g.c.Projects {
-		a, b := groups[groupName(r.IntN(g.c.Groups))], groups[groupName(r.IntN(g.c.Groups))]
-		if have[ProjectKey(i)] != 0 {
-			continue
-		}
-		pid := g.projectIDs[ProjectKey(i)]
-		grants = append(grants, store.ProjectGrant{ProjectID: pid, Grant: store.Grant{GroupID: load, Permission: store.PermProjectWrite}},
-			store.ProjectGrant{ProjectID: pid, Grant: store.Grant{GroupID: a, Permission: store.PermProjectWrite}})
+		a, b := groupName(r.IntN(g.c.Groups)), groupName(r.IntN(g.c.Groups))
+		grants := []grantRec{{LoadGroup, "PROJECT_WRITE"}, {a, "PROJECT_WRITE"}}
 		if b != a {
-			grants = append(grants, store.ProjectGrant{ProjectID: pid, Grant: store.Grant{GroupID: b, Permission: store.PermProjectRead}})
+			grants = append(grants, grantRec{b, "PROJECT_READ"})
 		}
+		if err := g.emit(projectRec{Type: "project", Key: ProjectKey(i), Name: fmt.Sprintf("Project %d", i),
+			Description: "generated by sluice datagen", Grants: grants, CreatedAt: epoch.Add(time.Duration(i) * time.Hour)}); err != nil {
+			return err
+		}
+		g.bar.set(i + 1)
 	}
-	return g.d.DB.BulkProjectGrants(ctx, grants)
-}
-
-func (g *gen) ensureLoadGroup(ctx context.Context) (int64, error) {
-	if grp, err := g.d.DB.GroupByName(ctx, LoadGroup); err == nil {
-		return grp.ID, nil
-	}
-	grp := &store.Group{Name: LoadGroup}
-	if err := g.d.DB.CreateGroup(ctx, grp); err != nil {
-		return 0, err
-	}
-	return grp.ID, nil
+	return nil
 }
 
 // seedRefs is what pull requests need from a seed history.
@@ -380,106 +396,47 @@ type seedRefs struct {
 
 type topic struct{ ref, sha, base string }
 
-func (g *gen) repositories(ctx context.Context) error {
-	have, err := g.d.DB.NameIDs(ctx, store.BulkRepos)
-	if err != nil {
-		return err
-	}
-	key := func(i int) string { return ProjectKey(i%g.c.Projects) + "/" + RepoSlug(i) }
-	// Seeds first (their ids are the fork parents), then the forks.
-	mk := func(i int) store.Repository {
-		return store.Repository{ProjectID: g.projectIDs[ProjectKey(i%g.c.Projects)], Slug: RepoSlug(i), Name: RepoSlug(i),
-			DefaultBranch: "main", CreatedAt: epoch.Add(time.Duration(i) * time.Minute)}
-	}
-	n, err := load(ctx, g, "repository rows (seeds)", g.o.Seeds, func(i int) bool { return have[key(i)] != 0 }, mk, g.d.DB.BulkCreateRepos)
-	g.rep.Created.Repositories += n
-	if err != nil {
-		return err
-	}
-	ids, err := g.d.DB.NameIDs(ctx, store.BulkRepos)
-	if err != nil {
-		return err
-	}
+// seeds generates (or finds in the cache) the seed histories and reads
+// the refs pull requests point at.
+func (g *gen) seeds(ctx context.Context) error {
 	g.bar.stage("seed histories", g.o.Seeds)
+	g.heads = make([]seedRefs, g.o.Seeds)
+	g.paths = make([]string, g.o.Seeds)
 	for i := range g.o.Seeds {
-		if err := g.seed(ctx, i, ids[key(i)]); err != nil {
+		path, err := g.seed(ctx, i)
+		if err != nil {
 			return fmt.Errorf("seed %d: %w", i, err)
 		}
-		g.bar.set(i + 1)
-	}
-	forks := g.c.Repositories - g.o.Seeds
-	n, err = load(ctx, g, "repository rows (forks)", forks, func(i int) bool { return have[key(g.o.Seeds+i)] != 0 },
-		func(i int) store.Repository {
-			r := mk(g.o.Seeds + i)
-			r.ForkOf = ids[key((g.o.Seeds+i)%g.o.Seeds)]
-			return r
-		}, g.d.DB.BulkCreateRepos)
-	g.rep.Created.Repositories += n
-	if err != nil {
-		return err
-	}
-	if ids, err = g.d.DB.NameIDs(ctx, store.BulkRepos); err != nil {
-		return err
-	}
-	g.bar.stage("forks on disk", forks)
-	g.repos = make([]int64, g.c.Repositories)
-	for i := range g.c.Repositories {
-		g.repos[i] = ids[key(i)]
-		if i < g.o.Seeds {
-			continue
-		}
-		if !g.d.Repos.Exists(g.repos[i]) {
-			if err := g.d.Repos.Fork(ctx, g.repos[i%g.o.Seeds], g.repos[i]); err != nil {
-				return fmt.Errorf("fork %s: %w", key(i), err)
-			}
-		}
-		g.bar.set(i - g.o.Seeds + 1)
-	}
-	g.heads = make([]seedRefs, g.o.Seeds)
-	for i := range g.o.Seeds {
-		if g.heads[i], err = g.readSeed(ctx, g.d.Repos.Path(g.repos[i])); err != nil {
+		g.paths[i] = path
+		if g.heads[i], err = g.readSeed(ctx, path); err != nil {
 			return err
 		}
+		g.bar.set(i + 1)
 	}
 	return nil
 }
 
-// seed makes repository id hold seed history i.
-func (g *gen) seed(ctx context.Context, i int, id int64) error {
-	dir := g.d.Repos.Path(id)
-	if g.d.Repos.Exists(id) {
-		if _, err := g.git(ctx, dir, "rev-parse", "--verify", "-q", "refs/heads/main"); err == nil {
-			return nil // generated by an earlier run
-		}
-	} else if err := g.d.Repos.Create(ctx, id, "main"); err != nil {
-		return err
-	}
+// seed returns the path of seed history i, generating it when the cache
+// does not hold it. The refs are packed, so the history is one pack and
+// one packed-refs file: what the importer links.
+func (g *gen) seed(ctx context.Context, i int) (string, error) {
 	spec := bench.RepoSpec{Commits: g.o.Commits, Files: bench.DefaultRepoSpec.Files, Seed: g.o.Seed*1000 + uint64(i) + 1}
-	if g.o.SeedCache == "" {
-		return bench.GenerateRepo(ctx, g.o.Git, dir, spec)
-	}
 	cached := filepath.Join(g.o.SeedCache, fmt.Sprintf("seed-%d-c%d-f%d.git", spec.Seed, spec.Commits, spec.Files))
-	if _, err := os.Stat(filepath.Join(cached, "packed-refs")); err != nil {
-		tmp := cached + fmt.Sprintf(".tmp-%d", os.Getpid())
-		os.RemoveAll(tmp)
-		if err := bench.GenerateRepo(ctx, g.o.Git, tmp, spec); err != nil {
-			return err
-		}
-		// One packed-refs file carries every ref into the links below.
-		if _, err := g.git(ctx, tmp, "pack-refs", "--all", "--prune"); err != nil {
-			return err
-		}
-		if err := os.Rename(tmp, cached); err != nil {
-			return err
-		}
+	if _, err := os.Stat(filepath.Join(cached, "packed-refs")); err == nil {
+		return cached, nil
 	}
-	// Packs and refs are immutable once written: hard links cost nothing.
-	for _, sub := range []string{"objects/pack", "packed-refs"} {
-		if err := linkTree(filepath.Join(cached, sub), filepath.Join(dir, sub)); err != nil {
-			return err
-		}
+	if err := os.MkdirAll(g.o.SeedCache, 0o755); err != nil {
+		return "", err
 	}
-	return nil
+	tmp := cached + fmt.Sprintf(".tmp-%d", os.Getpid())
+	os.RemoveAll(tmp)
+	if err := bench.GenerateRepo(ctx, g.o.Git, tmp, spec); err != nil {
+		return "", err
+	}
+	if _, err := g.git(ctx, tmp, "pack-refs", "--all", "--prune"); err != nil {
+		return "", err
+	}
+	return cached, os.Rename(tmp, cached)
 }
 
 func (g *gen) git(ctx context.Context, dir string, args ...string) (string, error) {
@@ -517,84 +474,67 @@ func (g *gen) readSeed(ctx context.Context, dir string) (seedRefs, error) {
 	return s, nil
 }
 
-var prWords = strings.Fields("fix add remove refactor improve speed up handle support clean update rename document test cache index parser server client limit")
+// repoKey is repository i's "KEY/slug".
+func (g *gen) repoKey(i int) string { return ProjectKey(i%g.c.Projects) + "/" + RepoSlug(i) }
 
-func (g *gen) pullRequests(ctx context.Context) error {
-	have, err := g.d.DB.NameIDs(ctx, store.BulkPullRequests)
-	if err != nil {
-		return err
-	}
-	// Pull request k targets repository k % repositories and is numbered
-	// by how many came before it there; only seeds with topic branches
-	// can host one.
-	r := g.rng(5)
-	var prs []store.PullRequest
-	var authors []int64
-	g.bar.stage("pull requests", g.c.PullRequests)
-	created := 0
-	flush := func() error {
-		if err := g.d.DB.BulkCreatePullRequests(ctx, prs); err != nil {
+func (g *gen) repositories(context.Context) error {
+	// Seeds first: every other repository is a fork of one of them.
+	g.bar.stage("repositories", g.c.Repositories)
+	for i := range g.c.Repositories {
+		rec := repoRec{Type: "repository", Project: ProjectKey(i % g.c.Projects), Slug: RepoSlug(i), DefaultBranch: "main",
+			CreatedAt: epoch.Add(time.Duration(i) * time.Minute)}
+		if i < g.o.Seeds {
+			rec.History = g.paths[i]
+		} else {
+			rec.ForkOf = g.repoKey(i % g.o.Seeds)
+		}
+		if err := g.emit(rec); err != nil {
 			return err
 		}
-		created += len(prs)
-		prs = prs[:0]
-		return nil
+		g.bar.set(i + 1)
 	}
+	return nil
+}
+
+var prWords = strings.Fields("fix add remove refactor improve speed up handle support clean update rename document test cache index parser server client limit")
+
+func (g *gen) pullRequests(context.Context) error {
+	// Pull request k targets repository k % repositories and is numbered
+	// by how many came before it there; only seeds with topic branches
+	// can host one. All of them come before any activity, so the
+	// importer reads the new pull requests' ids once.
+	r := g.rng(5)
+	authors := make([]int, 0, g.c.PullRequests)
+	g.bar.stage("pull requests", g.c.PullRequests)
 	for k := range g.c.PullRequests {
 		ri := k % g.c.Repositories
 		num := k/g.c.Repositories + 1
 		seed := g.heads[ri%g.o.Seeds]
-		state := store.PullOpen
+		state := "OPEN"
 		switch x := r.IntN(10); {
 		case x < 6:
-			state = store.PullMerged
+			state = "MERGED"
 		case x < 7:
-			state = store.PullDeclined
+			state = "DECLINED"
 		}
-		author := g.userIDs[UserName(r.IntN(g.c.Users))]
+		author := r.IntN(g.c.Users)
 		title := fmt.Sprintf("%s %s %s", prWords[r.IntN(len(prWords))], prWords[r.IntN(len(prWords))], prWords[r.IntN(len(prWords))])
 		g.bar.set(k + 1)
-		if len(seed.topics) == 0 || have[fmt.Sprintf("%d/%d", g.repos[ri], num)] != 0 {
+		if len(seed.topics) == 0 {
+			authors = append(authors, -1)
 			continue
 		}
 		t := seed.topics[r.IntN(len(seed.topics))]
-		prs = append(prs, store.PullRequest{RepoID: g.repos[ri], Number: int64(num), FromRepoID: g.repos[ri], FromRef: t.ref, FromSHA: t.sha,
+		if err := g.emit(pullRec{Type: "pull_request", Repository: g.repoKey(ri), Number: num, FromRef: t.ref, FromSHA: t.sha,
 			ToRef: "refs/heads/main", ToSHA: seed.main, BaseSHA: t.base, Title: title, Description: "Generated by sluice datagen.",
-			State: state, AuthorID: author, CreatedAt: epoch.Add(time.Duration(k) * time.Minute)})
+			State: state, Author: UserName(author), CreatedAt: epoch.Add(time.Duration(k) * time.Minute)}); err != nil {
+			return err
+		}
 		authors = append(authors, author)
-		if len(prs) == batch {
-			if err := flush(); err != nil {
-				return err
-			}
-		}
 	}
-	if err := flush(); err != nil {
-		return err
-	}
-	g.rep.Created.PullRequests = created
-	if created == 0 {
-		return nil
-	}
-	// Reviewers and comments for the pull requests this run created.
-	ids, err := g.d.DB.NameIDs(ctx, store.BulkPullRequests)
-	if err != nil {
-		return err
-	}
+	// Reviewers and comments.
 	r = g.rng(6)
-	var parts []store.PullParticipant
-	var comments []store.PullComment
 	g.bar.stage("reviewers and comments", g.c.PullRequests)
-	flushC := func() error {
-		if err := g.d.DB.BulkAddParticipants(ctx, parts); err != nil {
-			return err
-		}
-		if err := g.d.DB.BulkCreateComments(ctx, comments); err != nil {
-			return err
-		}
-		g.rep.Created.Comments += len(comments)
-		parts, comments = parts[:0], comments[:0]
-		return nil
-	}
 	for k := range g.c.PullRequests {
 		ri := k % g.c.Repositories
 		num := k/g.c.Repositories + 1
@@ -602,98 +542,69 @@ func (g *gen) pullRequests(ctx context.Context) error {
 		// Spread the planned total exactly: pull request k gets the
 		// comments between k·perPR and (k+1)·perPR.
 		nCom := (k+1)*g.c.Comments/g.c.PullRequests - k*g.c.Comments/g.c.PullRequests
-		revs := make([]int64, nRev)
+		revs := make([]int, nRev)
 		for j := range revs {
-			revs[j] = g.userIDs[UserName(r.IntN(g.c.Users))]
+			revs[j] = r.IntN(g.c.Users)
 		}
 		g.bar.set(k + 1)
-		id := ids[fmt.Sprintf("%d/%d", g.repos[ri], num)]
-		if id == 0 || have[fmt.Sprintf("%d/%d", g.repos[ri], num)] != 0 {
+		if authors[k] < 0 {
 			continue
 		}
-		seen := map[int64]bool{}
-		author := int64(0)
-		if len(authors) > 0 {
-			author, authors = authors[0], authors[1:]
-			seen[author] = true
-			parts = append(parts, store.PullParticipant{PRID: id, Participant: store.Participant{UserID: author, Role: store.RoleAuthor, Status: store.StatusUnapproved}})
-		}
+		rec := activityRec{Type: "pull_request_activity", Repository: g.repoKey(ri), Number: num,
+			Participants: []participantRec{{UserName(authors[k]), "AUTHOR", "UNAPPROVED"}}}
+		seen := map[int]bool{authors[k]: true}
 		for _, u := range revs {
 			if seen[u] {
 				continue
 			}
 			seen[u] = true
-			status := store.StatusUnapproved
+			status := "UNAPPROVED"
 			if r.IntN(2) == 0 {
-				status = store.StatusApproved
+				status = "APPROVED"
 			}
-			parts = append(parts, store.PullParticipant{PRID: id, Participant: store.Participant{UserID: u, Role: store.RoleReviewer, Status: status}})
+			rec.Participants = append(rec.Participants, participantRec{UserName(u), "REVIEWER", status})
 		}
 		for c := range nCom {
-			who := revs[c%len(revs)]
-			comments = append(comments, store.PullComment{PRID: id, AuthorID: who,
-				Text:    fmt.Sprintf("Review note %d: %s %s.", c+1, prWords[r.IntN(len(prWords))], prWords[r.IntN(len(prWords))]),
-				Created: epoch.Add(time.Duration(k)*time.Minute + time.Duration(c)*time.Second)})
+			rec.Comments = append(rec.Comments, commentRec{Author: UserName(revs[c%len(revs)]),
+				Text:      fmt.Sprintf("Review note %d: %s %s.", c+1, prWords[r.IntN(len(prWords))], prWords[r.IntN(len(prWords))]),
+				CreatedAt: epoch.Add(time.Duration(k)*time.Minute + time.Duration(c)*time.Second)})
 		}
-		if len(comments) >= batch {
-			if err := flushC(); err != nil {
-				return err
-			}
+		if err := g.emit(rec); err != nil {
+			return err
 		}
 	}
-	return flushC()
+	return nil
 }
 
-func (g *gen) loadUsers(ctx context.Context) error {
+func (g *gen) loadUsers(context.Context) error {
+	g.bar.stage("load users", g.o.LoadUsers)
+	for i := 1; i <= g.o.LoadUsers; i++ {
+		name := LoadUserName(i)
+		if err := g.emit(userRec{Type: "user", Name: name, DisplayName: "Load " + name, Password: g.o.LoadPassword,
+			Groups: []string{LoadGroup}}); err != nil {
+			return err
+		}
+		g.bar.set(i)
+	}
+	return nil
+}
+
+// loadTokens asks for a write token for every load user the tokens file
+// has none for; the importer appends the new ones to the file, so a
+// re-run mints nothing and invalidates nothing.
+func (g *gen) loadTokens(context.Context) error {
 	if g.o.LoadUsers == 0 {
 		return nil
 	}
-	if g.o.TokensFile == "" {
-		return fmt.Errorf("load users need a tokens file")
-	}
 	existing := readTokens(g.o.TokensFile)
-	group, err := g.ensureLoadGroup(ctx)
-	if err != nil {
-		return err
-	}
-	hash := ""
-	if g.o.LoadPassword != "" {
-		if hash, err = auth.HashPassword(g.o.LoadPassword); err != nil {
-			return err
-		}
-	}
-	g.bar.stage("load users", g.o.LoadUsers)
-	f, err := os.OpenFile(g.o.TokensFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
 	for i := 1; i <= g.o.LoadUsers; i++ {
-		name := LoadUserName(i)
-		g.bar.set(i)
-		if existing[name] != "" {
-			continue
-		}
-		u, err := g.d.DB.UserByName(ctx, name)
-		if err != nil {
-			u = &store.User{Name: name, DisplayName: "Load " + name, PasswordHash: hash, Active: true}
-			if err := g.d.DB.CreateUser(ctx, u); err != nil {
-				return err
-			}
-			if err := g.d.DB.AddGroupMember(ctx, group, u.ID); err != nil {
+		if name := LoadUserName(i); existing[name] == "" {
+			if err := g.emit(tokenRec{Type: "token", User: name, Label: "e3 load", Scope: "write"}); err != nil {
 				return err
 			}
 		}
-		secret, _, err := g.d.Auth.CreateToken(ctx, u.ID, "e3 load", store.ScopeWrite, nil)
-		if err != nil {
-			return err
-		}
-		if _, err := fmt.Fprintf(f, "%s %s\n", name, secret); err != nil {
-			return err
-		}
-		g.rep.Created.Users++
 	}
-	return f.Close()
+	return nil
 }
 
 // readTokens reads a tokens file ("name token" lines); missing is empty.
@@ -727,35 +638,9 @@ func ReadTokens(path string) ([][2]string, error) {
 	return out, nil
 }
 
-// linkTree hard-links src (a file or directory) to dst, copying where
-// links are impossible (another filesystem).
-func linkTree(src, dst string) error {
-	return filepath.Walk(src, func(p string, fi os.FileInfo, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, p)
-		target := filepath.Join(dst, rel)
-		if fi.IsDir() {
-			return os.MkdirAll(target, 0o755)
-		}
-		if _, err := os.Lstat(target); err == nil {
-			return nil
-		}
-		if err := os.Link(p, target); err == nil {
-			return nil
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(target, b, 0o644)
-	})
-}
-
-// dirSize is the apparent size of the files under dir, hard links counted
-// once.
-func dirSize(dir string) int64 {
+// DiskUsage is the apparent size of the files under dir, hard links
+// counted once: what a data set's repositories take.
+func DiskUsage(dir string) int64 {
 	var n int64
 	seen := map[uint64]bool{}
 	filepath.Walk(dir, func(_ string, fi os.FileInfo, err error) error {

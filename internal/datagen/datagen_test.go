@@ -1,21 +1,16 @@
 package datagen
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
-	"log/slog"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/sluice-scm/sluice/internal/auth"
-	"github.com/sluice-scm/sluice/internal/gitcmd"
-	"github.com/sluice-scm/sluice/internal/repo"
-	"github.com/sluice-scm/sluice/internal/store"
 )
 
 func TestPlan(t *testing.T) {
@@ -38,86 +33,97 @@ func TestPlan(t *testing.T) {
 	}
 }
 
-// TestGenerate builds a tiny data set twice on SQLite: the second run must
-// create nothing, and the forks must share the seed's objects.
-func TestGenerate(t *testing.T) {
+// TestWrite writes a tiny data set twice: the same file both times (the
+// keys kept, no second token asked for once the tokens file has them),
+// with every record type in the planned numbers, and histories generated
+// once into the history directory.
+func TestWrite(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	logger := slog.New(slog.DiscardHandler)
-	db, err := store.Open(ctx, "sqlite://"+filepath.Join(dir, "sluice.db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	git, err := gitcmd.New(gitcmd.Config{HomeDir: filepath.Join(dir, "home"), HookBinary: "/bin/true"}, prometheus.NewRegistry(), logger)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := repo.NewManager(filepath.Join(dir, "repos"), git, logger)
-	deps := Deps{DB: db, Repos: m, Auth: auth.New(db, logger, nil)}
-	o := Options{Profile: "small", Scale: 0.001, Seed: 7, Seeds: 2, Commits: 220, LoadUsers: 3,
+	o := Options{Profile: "small", Scale: 0.001, Seed: 7, Seeds: 2, Commits: 220, LoadUsers: 3, LoadPassword: "pw",
 		TokensFile: filepath.Join(dir, "tokens"), KeysFile: filepath.Join(dir, "keys"), SeedCache: filepath.Join(dir, "cache")}
-	rep, err := Generate(ctx, deps, o)
+	var first bytes.Buffer
+	rep, err := Write(ctx, o, &first, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	plan, _ := o.Plan()
-	want := plan
-	want.Users += o.LoadUsers
-	if rep.Created != want {
-		t.Fatalf("created %+v, want %+v", rep.Created, want)
-	}
-	again, err := Generate(ctx, deps, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if again.Created != (Counts{}) {
-		t.Fatalf("second run created %+v, want nothing", again.Created)
-	}
-	for table, n := range map[string]int{store.BulkUsers: want.Users, store.BulkRepos: plan.Repositories, store.BulkPullRequests: plan.PullRequests} {
-		got, err := db.CountRows(ctx, table)
-		if err != nil || int(got) != n {
-			t.Errorf("%s: %d rows, %v; want %d", table, got, err, n)
+	types := map[string]int{}
+	comments := 0
+	var histories []string
+	for _, line := range strings.Split(strings.TrimSpace(first.String()), "\n") {
+		var rec struct {
+			Type     string
+			History  string
+			ForkOf   string `json:"fork_of"`
+			Comments []json.RawMessage
+		}
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("%q: %v", line, err)
+		}
+		types[rec.Type]++
+		comments += len(rec.Comments)
+		if rec.History != "" {
+			histories = append(histories, rec.History)
+		} else if rec.Type == "repository" && rec.ForkOf == "" {
+			t.Errorf("repository with neither history nor parent: %s", line)
 		}
 	}
-	// Repository 3 (a fork of seed 1) has the seed's history through its
-	// alternates; the path scheme is the one experiments address.
-	r, err := db.RepoBySlug(ctx, ProjectKey(2%plan.Projects), RepoSlug(2))
-	if err != nil {
-		t.Fatal(err)
+	if rep.Records != types["user"]+types["group"]+types["project"]+types["repository"]+types["pull_request"]+
+		types["pull_request_activity"]+types["token"]+types["ssh_key"] {
+		t.Errorf("report says %d records, file has %v", rep.Records, types)
 	}
-	if r.ForkOf == 0 {
-		t.Error("repository 2 is not recorded as a fork")
+	want := map[string]int{"user": plan.Users + 3, "group": plan.Groups + 1, "project": plan.Projects, "repository": plan.Repositories,
+		"pull_request": plan.PullRequests, "pull_request_activity": plan.PullRequests, "token": 3, "ssh_key": 3}
+	for k, n := range want {
+		if types[k] != n {
+			t.Errorf("%d %s records, want %d (all: %v)", types[k], k, n, types)
+		}
 	}
-	out, err := exec.Command("git", "-C", m.Path(r.ID), "rev-list", "--count", "main").Output()
+	if comments != plan.Comments {
+		t.Errorf("%d comments, want %d", comments, plan.Comments)
+	}
+	if len(histories) != 2 {
+		t.Fatalf("histories %v, want 2", histories)
+	}
+	out, err := exec.Command("git", "-C", histories[1], "rev-list", "--count", "main").Output()
 	if err != nil || strings.TrimSpace(string(out)) != "220" {
-		t.Fatalf("fork history: %q, %v", out, err)
-	}
-	toks, err := ReadTokens(o.TokensFile)
-	if err != nil || len(toks) != 3 {
-		t.Fatalf("tokens: %v, %v", toks, err)
-	}
-	p, err := deps.Auth.Token(ctx, toks[0][1])
-	if err != nil || p.Name != LoadUserName(1) {
-		t.Fatalf("load token authenticates %+v, %v", p, err)
-	}
-	// Every load user has one registered key (the second run added none).
-	keys, err := ReadKeys(o.KeysFile)
-	if err != nil || len(keys) != 3 {
-		t.Fatalf("keys: %v, %v", keys, err)
-	}
-	for i := 1; i <= 3; i++ {
-		name := LoadUserName(i)
-		p, err := deps.Auth.PublicKey(ctx, keys[name].PublicKey())
-		if err != nil || p.Name != name {
-			t.Fatalf("%s's key authenticates %+v, %v", name, p, err)
-		}
-		if list, err := db.ListSSHKeys(ctx, p.UserID); err != nil || len(list) != 1 {
-			t.Fatalf("%s has %d keys (%v), want 1", name, len(list), err)
-		}
+		t.Fatalf("history: %q, %v", out, err)
 	}
 	if fi, err := os.Stat(o.KeysFile); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("keys file mode: %v, %v", fi, err)
+	}
+
+	// The importer appends the tokens it mints; then a re-run asks for
+	// none and is otherwise the same file, histories included.
+	var toks strings.Builder
+	for i := 1; i <= 3; i++ {
+		fmt.Fprintf(&toks, "%s tok-%d\n", LoadUserName(i), i)
+	}
+	if err := os.WriteFile(o.TokensFile, []byte(toks.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var second bytes.Buffer
+	if _, err := Write(ctx, o, &second, nil); err != nil {
+		t.Fatal(err)
+	}
+	var noTokens []string
+	for _, line := range strings.Split(strings.TrimSpace(first.String()), "\n") {
+		if !strings.Contains(line, `"type":"token"`) {
+			noTokens = append(noTokens, line)
+		}
+	}
+	if strings.Join(noTokens, "\n")+"\n" != second.String() {
+		t.Error("the second run's file differs from the first's beyond the tokens")
+	}
+	if got, err := ReadTokens(o.TokensFile); err != nil || len(got) != 3 || got[0] != [2]string{LoadUserName(1), "tok-1"} {
+		t.Errorf("ReadTokens: %v, %v", got, err)
+	}
+}
+
+func TestWriteNeedsHistoryDir(t *testing.T) {
+	if _, err := Write(context.Background(), Options{Profile: "small", Scale: 0.001}, io.Discard, nil); err == nil {
+		t.Fatal("no error without a history directory")
 	}
 }
 

@@ -12,9 +12,6 @@ import (
 	"strings"
 
 	"golang.org/x/crypto/ssh"
-
-	"github.com/sluice-scm/sluice/internal/problem"
-	"github.com/sluice-scm/sluice/internal/store"
 )
 
 // Load users' SSH keys, for the lab's SSH scripts. Each load user gets one
@@ -23,11 +20,13 @@ import (
 // random, not derived from the data set's seed: a data set can be loaded
 // into a real deployment, and a key anyone could re-derive would be a
 // back door into every generated project. Caching them keeps re-runs
-// idempotent (a key already in the file is re-registered only if the
-// database lost it) and costs nothing to regenerate when lost.
+// idempotent (the importer registers a key only if the node lacks it) and
+// costs nothing to regenerate when lost.
 
-// loadUserKeys gives every load user a registered key.
-func (g *gen) loadUserKeys(ctx context.Context) error {
+// loadUserKeys gives every load user a key: new ones are generated and
+// kept, and every key is in the file, since the importer skips a key
+// whose fingerprint the node knows.
+func (g *gen) loadUserKeys(context.Context) error {
 	if g.o.LoadUsers == 0 || g.o.KeysFile == "" {
 		return nil
 	}
@@ -57,19 +56,8 @@ func (g *gen) loadUserKeys(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		pub := signer.PublicKey()
-		fp := ssh.FingerprintSHA256(pub)
-		if _, err := g.d.DB.SSHKeyByFingerprint(ctx, fp); err == nil {
-			continue
-		} else if problem.KindOf(err) != problem.NotFound {
-			return err
-		}
-		u, err := g.d.DB.UserByName(ctx, name)
-		if err != nil {
-			return fmt.Errorf("load user %s: %w", name, err)
-		}
-		if err := g.d.DB.AddSSHKey(ctx, &store.SSHKey{UserID: u.ID, Label: "e3 load",
-			PublicKey: strings.TrimSpace(string(ssh.MarshalAuthorizedKey(pub))), Fingerprint: fp}); err != nil {
+		if err := g.emit(keyRec{Type: "ssh_key", User: name, Label: "e3 load",
+			PublicKey: strings.TrimSpace(string(ssh.MarshalAuthorizedKey(signer.PublicKey())))}); err != nil {
 			return err
 		}
 	}

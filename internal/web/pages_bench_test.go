@@ -3,6 +3,7 @@
 package web_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net/http"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/sluice-scm/sluice/internal/auth"
+	"github.com/sluice-scm/sluice/internal/bulkimport"
 	"github.com/sluice-scm/sluice/internal/config"
 	"github.com/sluice-scm/sluice/internal/datagen"
 	"github.com/sluice-scm/sluice/internal/testbed"
@@ -48,10 +50,17 @@ func TestPagePerformance(t *testing.T) {
 	}})
 	ctx := context.Background()
 	opts := datagen.Options{Profile: "small", Scale: 0.05, Seed: 1, SeedCache: os.Getenv("WEB_BENCH_SEED_CACHE")}
+	if opts.SeedCache == "" {
+		opts.SeedCache = t.TempDir()
+	}
 	start := time.Now()
-	rep, err := datagen.Generate(ctx, datagen.Deps{DB: node.App.DB, Repos: node.App.Repos, Auth: node.App.Auth}, opts)
+	var file bytes.Buffer
+	rep, err := datagen.Write(ctx, opts, &file, nil)
 	if err != nil {
 		t.Fatalf("datagen: %v", err)
+	}
+	if _, err := bulkimport.Import(ctx, bulkimport.Deps{DB: node.App.DB, Repos: node.App.Repos, Auth: node.App.Auth}, &file); err != nil {
+		t.Fatalf("import: %v", err)
 	}
 	t.Logf("datagen small@0.05: %+v in %v", rep.Planned, time.Since(start).Round(time.Second))
 	counts := rep.Planned
