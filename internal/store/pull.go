@@ -15,6 +15,9 @@ import (
 // Versions are optimistic locks: an update names the version it read and
 // fails with problem.Conflict when the row moved on meanwhile.
 type PullStore interface {
+	// ReviewStore: default reviewers and Code Insights (review.go).
+	ReviewStore
+
 	// CreatePullRequest inserts pr with the next number of its target
 	// repository and its participants, and sets ID, Number, Version and
 	// the times.
