@@ -92,6 +92,7 @@ func (n *ClusterNode) ConfigPath() string { return n.config }
 // HAProxy routes to every node. Everything stops when the test ends.
 func NewCluster(t testing.TB, n int, opts ClusterOptions) *Cluster {
 	t.Helper()
+	skipShort(t)
 	if _, err := os.Stat(haproxy.Binary); err != nil {
 		t.Fatalf("haproxy is required for cluster tests (apt-get install haproxy): %v", err)
 	}

@@ -41,6 +41,7 @@ var (
 // (make test builds it once for every package), else one built now, once
 // per test process.
 func Binary(t testing.TB) string {
+	skipShort(t)
 	t.Helper()
 	if p := os.Getenv("SLUICE_TEST_BINARY"); p != "" {
 		if _, err := os.Stat(p); err == nil {
@@ -101,6 +102,7 @@ type Node struct {
 // NewNode starts a node and stops it when the test ends.
 func NewNode(t testing.TB, opts NodeOptions) *Node {
 	t.Helper()
+	skipShort(t)
 	dir := t.TempDir()
 	cfg := config.Default()
 	cfg.Data.Dir = dir

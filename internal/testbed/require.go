@@ -16,3 +16,13 @@ func Missing(t testing.TB, component, install string) {
 	}
 	t.Skipf("%s is not installed; install it to run this test: %s", component, install)
 }
+
+// skipShort skips a test that starts a node or a cluster under -short:
+// `make test-short` is the unit tier, and every in-process node is an
+// integration test.
+func skipShort(t testing.TB) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: starts a node (integration tier)")
+	}
+}

@@ -25,6 +25,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"flag"
 	"fmt"
 	"net/url"
 	"os"
@@ -86,6 +87,15 @@ func StartPostgres() (stop func(), err error) {
 // tests, stops the server and exits. A server that cannot start fails the
 // package loudly.
 func Main(m *testing.M) {
+	// -short (make test-short) runs unit tests only: no server is
+	// started, and tests that need one skip (URL).
+	flag.Parse()
+	if testing.Short() {
+		pg.mu.Lock()
+		pg.skip, pg.started = "-short: PostgreSQL tests skipped", true
+		pg.mu.Unlock()
+		os.Exit(m.Run())
+	}
 	stop, err := StartPostgres()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
