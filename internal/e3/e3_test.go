@@ -297,3 +297,30 @@ func TestResultsRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestReportChartsEscapeNames: names reach the SVG charts (legends, axis
+// rows, tooltips) through html/template, so markup in them stays text and
+// the report stays well-formed.
+func TestReportChartsEscapeNames(t *testing.T) {
+	res := sampleResults()
+	res.Threads[0].Name = `<b>x</b> & "y"`
+	res.Threads[0].Stages[0].Ops[0].Op = `clone<script>`
+	var buf bytes.Buffer
+	if err := RenderReport(&buf, res); err != nil {
+		t.Fatal(err)
+	}
+	checkReport(t, buf.Bytes(), 2)
+	out := buf.String()
+	if strings.Contains(out, "<b>x</b>") || strings.Contains(out, "<script>") {
+		t.Fatal("a name was written as markup")
+	}
+	for _, want := range []string{
+		`&lt;b&gt;x&lt;/b&gt; &amp; &#34;y&#34; node 1</text>`, // a legend entry
+		`&lt;b&gt;x&lt;/b&gt; &amp; &#34;y&#34; #1 (`,          // a share row
+		`<title>clone&lt;script&gt;: `,                          // a bar's tooltip
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+}

@@ -46,19 +46,36 @@ pre{background:#f7f7f7;padding:1em;overflow:auto;font-size:.8em}
 		fmt.Fprintf(&b, "<p>%s</p>\n", esc(res.Description))
 	}
 	summary(&b, res)
-	throughput(&b, res)
-	shares(&b, res)
-	latency(&b, res)
-	series(&b, res, "cpu", "Node CPU", "cores", func(n NodeSample) float64 { return n.CPU }, true)
-	series(&b, res, "memory", "Node memory", "MB", func(n NodeSample) float64 {
-		if n.Memory < 0 {
-			return -1
+	sections := []func() error{
+		func() error { return throughput(&b, res) },
+		func() error { return shares(&b, res) },
+		func() error { return latency(&b, res) },
+		func() error {
+			return series(&b, res, "cpu", "Node CPU", "cores", func(n NodeSample) float64 { return n.CPU }, true)
+		},
+		func() error {
+			return series(&b, res, "memory", "Node memory", "MB", func(n NodeSample) float64 {
+				if n.Memory < 0 {
+					return -1
+				}
+				return float64(n.Memory) / 1e6
+			}, false)
+		},
+		func() error {
+			return series(&b, res, "tickets", "Hosting tickets in use (dashed: limit)", "tickets", func(n NodeSample) float64 { return n.TicketsInUse }, false)
+		},
+		func() error {
+			return series(&b, res, "queue", "Operations queued for a ticket, and git processes running (dashed)", "count", func(n NodeSample) float64 { return n.TicketsQueued }, false)
+		},
+		func() error {
+			return series(&b, res, "cache", "Pack cache hit rate (cacheable lookups; fetches with haves bypass the cache)", "hit rate", func(n NodeSample) float64 { return n.CacheHitRate }, false)
+		},
+	}
+	for _, section := range sections {
+		if err := section(); err != nil {
+			return fmt.Errorf("render report: %w", err)
 		}
-		return float64(n.Memory) / 1e6
-	}, false)
-	series(&b, res, "tickets", "Hosting tickets in use (dashed: limit)", "tickets", func(n NodeSample) float64 { return n.TicketsInUse }, false)
-	series(&b, res, "queue", "Operations queued for a ticket, and git processes running (dashed)", "count", func(n NodeSample) float64 { return n.TicketsQueued }, false)
-	series(&b, res, "cache", "Pack cache hit rate (cacheable lookups; fetches with haves bypass the cache)", "hit rate", func(n NodeSample) float64 { return n.CacheHitRate }, false)
+	}
 	errorTable(&b, res)
 	b.WriteString("</body></html>\n")
 	_, err := io.WriteString(w, b.String())
@@ -154,7 +171,7 @@ type line struct {
 }
 
 // chart draws lines on linear axes with ticks, a legend and labels.
-func chart(b *strings.Builder, title, xlabel, ylabel string, lines []line, yMaxHint float64) {
+func chart(b *strings.Builder, title, xlabel, ylabel string, lines []line, yMaxHint float64) error {
 	const W, H, L, R, T, B = 900, 300, 70, 190, 30, 40
 	xmin, xmax, ymax := math.Inf(1), math.Inf(-1), yMaxHint
 	for _, l := range lines {
@@ -177,20 +194,21 @@ func chart(b *strings.Builder, title, xlabel, ylabel string, lines []line, yMaxH
 	ymax = niceCeil(ymax * 1.05)
 	px := func(x float64) float64 { return L + (x-xmin)/(xmax-xmin)*(W-L-R) }
 	py := func(y float64) float64 { return H - B - y/ymax*(H-T-B) }
-	fmt.Fprintf(b, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" role=\"img\"><title>%s</title>\n", W, H, W, H, esc(title))
-	fmt.Fprintf(b, "<text x=\"%d\" y=\"18\" font-size=\"14\" font-weight=\"bold\">%s</text>\n", L, esc(title))
+	doc := &svgDoc{W: W, H: H, Title: title}
+	doc.Texts = append(doc.Texts, svgText{X: L, Y: 18, Size: 14, Bold: true, Text: title})
 	for i := 0; i <= 5; i++ {
 		y := ymax * float64(i) / 5
-		fmt.Fprintf(b, "<line x1=\"%d\" x2=\"%d\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#eee\"/><text x=\"%d\" y=\"%.1f\" font-size=\"11\" text-anchor=\"end\">%s</text>\n",
-			L, W-R, py(y), py(y), L-5, py(y)+4, esc(short(y)))
+		doc.Lines = append(doc.Lines, svgLine{X1: L, X2: W - R, Y1: py(y), Y2: py(y), Stroke: "#eee"})
+		doc.Texts = append(doc.Texts, svgText{X: L - 5, Y: py(y) + 4, Size: 11, Anchor: "end", Text: short(y)})
 	}
 	for i := 0; i <= 6; i++ {
 		x := xmin + (xmax-xmin)*float64(i)/6
-		fmt.Fprintf(b, "<text x=\"%.1f\" y=\"%d\" font-size=\"11\" text-anchor=\"middle\">%s</text>\n", px(x), H-B+15, esc(short(x)))
+		doc.Texts = append(doc.Texts, svgText{X: px(x), Y: H - B + 15, Size: 11, Anchor: "middle", Text: short(x)})
 	}
-	fmt.Fprintf(b, "<line x1=\"%d\" x2=\"%d\" y1=\"%d\" y2=\"%d\" stroke=\"#888\"/><line x1=\"%d\" x2=\"%d\" y1=\"%d\" y2=\"%d\" stroke=\"#888\"/>\n", L, W-R, H-B, H-B, L, L, T, H-B)
-	fmt.Fprintf(b, "<text x=\"%d\" y=\"%d\" font-size=\"12\" text-anchor=\"middle\">%s</text>\n", (L+W-R)/2, H-5, esc(xlabel))
-	fmt.Fprintf(b, "<text x=\"14\" y=\"%d\" font-size=\"12\" text-anchor=\"middle\" transform=\"rotate(-90 14 %d)\">%s</text>\n", (T+H-B)/2, (T+H-B)/2, esc(ylabel))
+	doc.Lines = append(doc.Lines, svgLine{X1: L, X2: W - R, Y1: H - B, Y2: H - B, Stroke: "#888"},
+		svgLine{X1: L, X2: L, Y1: T, Y2: H - B, Stroke: "#888"})
+	doc.Texts = append(doc.Texts, svgText{X: (L + W - R) / 2, Y: H - 5, Size: 12, Anchor: "middle", Text: xlabel},
+		svgText{X: 14, Y: (T + H - B) / 2, Size: 12, Anchor: "middle", Rotate: true, Text: ylabel})
 	for i, l := range lines {
 		if len(l.pts) == 0 {
 			continue
@@ -203,21 +221,17 @@ func chart(b *strings.Builder, title, xlabel, ylabel string, lines []line, yMaxH
 			}
 			fmt.Fprintf(&d, "%s%.1f %.1f ", cmd, px(p.x), py(p.y))
 		}
-		dash := ""
-		if l.dashed {
-			dash = ` stroke-dasharray="5 4"`
-		}
-		fmt.Fprintf(b, "<path d=\"%s\" fill=\"none\" stroke=\"%s\" stroke-width=\"1.6\"%s/>\n", strings.TrimSpace(d.String()), l.color, dash)
+		doc.Paths = append(doc.Paths, svgPath{D: strings.TrimSpace(d.String()), Stroke: l.color, Dashed: l.dashed})
 		if l.marks {
 			for _, p := range l.pts {
-				fmt.Fprintf(b, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\" fill=\"%s\"/>\n", px(p.x), py(p.y), l.color)
+				doc.Circles = append(doc.Circles, svgCircle{X: px(p.x), Y: py(p.y), Fill: l.color})
 			}
 		}
-		ly := T + 14*i
-		fmt.Fprintf(b, "<line x1=\"%d\" x2=\"%d\" y1=\"%d\" y2=\"%d\" stroke=\"%s\" stroke-width=\"2\"%s/><text x=\"%d\" y=\"%d\" font-size=\"11\">%s</text>\n",
-			W-R+10, W-R+30, ly, ly, l.color, map[bool]string{true: ` stroke-dasharray="5 4"`}[l.dashed], W-R+35, ly+4, esc(l.name))
+		ly := float64(T + 14*i)
+		doc.Lines = append(doc.Lines, svgLine{X1: W - R + 10, X2: W - R + 30, Y1: ly, Y2: ly, Stroke: l.color, Width: 2, Dashed: l.dashed})
+		doc.Texts = append(doc.Texts, svgText{X: W - R + 35, Y: ly + 4, Size: 11, Text: l.name})
 	}
-	b.WriteString("</svg>\n")
+	return doc.render(b)
 }
 
 // niceCeil rounds up to 1, 2 or 5 times a power of ten.
@@ -245,7 +259,7 @@ func short(v float64) string {
 	return fmt.Sprintf("%.2f", v)
 }
 
-func throughput(b *strings.Builder, res *Results) {
+func throughput(b *strings.Builder, res *Results) error {
 	b.WriteString(`<h2 id="throughput">Throughput by clients</h2>` + "\n")
 	b.WriteString("<p class=\"note\">Successful git operations per hour (clone, fetch, push, ls-remote; all operations when a workload has no git script) in each stage. Dashed: the least-squares fit of T(c) = Max·c/(Half+c).</p>\n")
 	var lines []line
@@ -271,10 +285,10 @@ func throughput(b *strings.Builder, res *Results) {
 			lines = append(lines, line{name: fmt.Sprintf("fit (max %s, R² %.2f)", short(t.Fit.Max), t.Fit.R2), color: col, dashed: true, pts: fp})
 		}
 	}
-	chart(b, "Throughput per stage", "clients", "ops/hour", lines, 0)
+	return chart(b, "Throughput per stage", "clients", "ops/hour", lines, 0)
 }
 
-func shares(b *strings.Builder, res *Results) {
+func shares(b *strings.Builder, res *Results) error {
 	b.WriteString(`<h2 id="shares">Share of throughput by operation</h2>` + "\n")
 	ops := allOps(res)
 	color := map[string]string{}
@@ -287,7 +301,7 @@ func shares(b *strings.Builder, res *Results) {
 		rows += len(t.Stages)
 	}
 	H := rowH*rows + 30 + 16*((len(ops)+3)/4)
-	fmt.Fprintf(b, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" role=\"img\"><title>Share of throughput</title>\n", W, H, W, H)
+	doc := &svgDoc{W: W, H: H, Title: "Share of throughput"}
 	y := 10
 	for _, t := range res.Threads {
 		for _, s := range t.Stages {
@@ -295,15 +309,16 @@ func shares(b *strings.Builder, res *Results) {
 			for _, o := range s.Ops {
 				total += float64(o.Count)
 			}
-			fmt.Fprintf(b, "<text x=\"%d\" y=\"%d\" font-size=\"11\" text-anchor=\"end\">%s</text>\n", L-5, y+14, esc(fmt.Sprintf("%s #%d (%d clients)", t.Name, s.Index+1, s.Clients)))
+			doc.Texts = append(doc.Texts, svgText{X: L - 5, Y: float64(y + 14), Size: 11, Anchor: "end",
+				Text: fmt.Sprintf("%s #%d (%d clients)", t.Name, s.Index+1, s.Clients)})
 			x := float64(L)
 			for _, o := range s.Ops {
 				if total == 0 || o.Count == 0 {
 					continue
 				}
 				w := float64(W-L-20) * float64(o.Count) / total
-				fmt.Fprintf(b, "<rect x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"%d\" fill=\"%s\"><title>%s</title></rect>\n",
-					x, y, w, rowH-4, color[o.Op], esc(fmt.Sprintf("%s: %d (%.1f%%)", o.Op, o.Count, 100*float64(o.Count)/total)))
+				doc.Rects = append(doc.Rects, svgRect{X: x, Y: float64(y), W: w, H: rowH - 4, Fill: color[o.Op],
+					Title: fmt.Sprintf("%s: %d (%.1f%%)", o.Op, o.Count, 100*float64(o.Count)/total)})
 				x += w
 			}
 			y += rowH
@@ -311,11 +326,14 @@ func shares(b *strings.Builder, res *Results) {
 	}
 	y += 10
 	for i, o := range ops {
-		lx := 10 + (i%4)*220
-		ly := y + (i/4)*16
-		fmt.Fprintf(b, "<rect x=\"%d\" y=\"%d\" width=\"10\" height=\"10\" fill=\"%s\"/><text x=\"%d\" y=\"%d\" font-size=\"11\">%s</text>\n", lx, ly, color[o], lx+14, ly+9, esc(o))
+		lx := float64(10 + (i%4)*220)
+		ly := float64(y + (i/4)*16)
+		doc.Rects = append(doc.Rects, svgRect{X: lx, Y: ly, W: 10, H: 10, Fill: color[o]})
+		doc.Texts = append(doc.Texts, svgText{X: lx + 14, Y: ly + 9, Size: 11, Text: o})
 	}
-	b.WriteString("</svg>\n")
+	if err := doc.render(b); err != nil {
+		return err
+	}
 	b.WriteString("<table><tr><th class=\"l\">thread</th><th>stage</th><th class=\"l\">operation</th><th>count</th><th>share</th><th>per hour</th></tr>\n")
 	for _, t := range res.Threads {
 		for _, s := range t.Stages {
@@ -334,6 +352,7 @@ func shares(b *strings.Builder, res *Results) {
 		}
 	}
 	b.WriteString("</table>\n")
+	return nil
 }
 
 func allOps(res *Results) []string {
@@ -353,7 +372,7 @@ func allOps(res *Results) []string {
 	return ops
 }
 
-func latency(b *strings.Builder, res *Results) {
+func latency(b *strings.Builder, res *Results) error {
 	b.WriteString(`<h2 id="latency">Time per operation</h2>` + "\n")
 	b.WriteString("<p class=\"note\">Successful operations only. Solid: mean; dashed: 95th percentile.</p>\n")
 	ops := allOps(res)
@@ -372,7 +391,9 @@ func latency(b *strings.Builder, res *Results) {
 			col := palette[i%len(palette)]
 			lines = append(lines, line{name: op + " mean", color: col, marks: true, pts: mean}, line{name: op + " p95", color: col, dashed: true, pts: p95})
 		}
-		chart(b, "Latency: "+t.Name, "clients", "ms", lines, 0)
+		if err := chart(b, "Latency: "+t.Name, "clients", "ms", lines, 0); err != nil {
+			return err
+		}
 	}
 	b.WriteString("<table><tr><th class=\"l\">thread</th><th>stage</th><th>clients</th><th class=\"l\">operation</th><th>count</th><th>mean ms</th><th>p50 ms</th><th>p95 ms</th><th>p99 ms</th><th>max ms</th></tr>\n")
 	for _, t := range res.Threads {
@@ -384,11 +405,12 @@ func latency(b *strings.Builder, res *Results) {
 		}
 	}
 	b.WriteString("</table>\n")
+	return nil
 }
 
 // series draws one node meter over time, one line per thread and node;
 // stage boundaries are where the client count changes.
-func series(b *strings.Builder, res *Results, id, title, unit string, get func(NodeSample) float64, withClient bool) {
+func series(b *strings.Builder, res *Results, id, title, unit string, get func(NodeSample) float64, withClient bool) error {
 	fmt.Fprintf(b, "<h2 id=\"%s\">%s</h2>\n", id, esc(title))
 	var lines []line
 	k := 0
@@ -449,7 +471,7 @@ func series(b *strings.Builder, res *Results, id, title, unit string, get func(N
 	if empty {
 		b.WriteString("<p class=\"note\">No node exposed this meter during the run.</p>\n")
 	}
-	chart(b, title, "seconds", unit, lines, 0)
+	return chart(b, title, "seconds", unit, lines, 0)
 }
 
 func errorTable(b *strings.Builder, res *Results) {
