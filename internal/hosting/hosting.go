@@ -24,6 +24,13 @@
 // report a failure, so later errors are logged and returned for the
 // transport to abort the stream.
 //
+// Over HTTP receive-pack's stderr has no way to the user, yet git writes
+// the reference-transaction hook's output there, and a refusal in that hook
+// (the database went away after pre-receive) makes receive-pack die with
+// no report: hookrelay.go relays the hooks' "sluice: " lines as side-band
+// progress and, when git wrote nothing, answers with the refusal report
+// git would have sent, so the user reads why and that nothing changed.
+//
 // Every operation ends with exactly one structured log line and one count in
 // sluice_git_operations_total; secrets never reach either.
 //
@@ -332,11 +339,20 @@ func (s *Service) Serve(ctx context.Context, op Op, stdin io.Reader, stdout io.W
 		}
 	}
 
+	if op.Service == ReceivePack && op.Stateless {
+		// A push resent after its first node applied it (see retry.go).
+		if handled, err := s.retriedPush(r, t, in, out); handled {
+			return t.finish(s.classify(ctx, err, out))
+		}
+	}
 	var env []string
 	if op.Service == ReceivePack && s.d.Hooks != nil {
 		hookEnv, done := s.d.Hooks.Register(hooks.Request{RepoID: r.ID, Principal: op.Principal, Transport: op.Transport})
 		defer done()
 		env = hookEnv
+	}
+	if op.Service == ReceivePack && op.Stderr == nil {
+		return t.finish(s.classify(ctx, s.runRelayed(ctx, op, r, t, flags, in, out, env), out))
 	}
 	return t.finish(s.classify(ctx, s.run(ctx, op, r, t, flags, in, out, env), out))
 }
@@ -658,6 +674,8 @@ type tracker struct {
 	out    *countingWriter
 	cache  string
 	queued time.Duration
+	// retry marks a resent push answered without git (see retry.go).
+	retry bool
 }
 
 func (s *Service) begin(op Op) *tracker {
@@ -720,6 +738,9 @@ func (t *tracker) finish(err error) error {
 	}
 	if t.cache != "" {
 		attrs = append(attrs, slog.String("cache", t.cache))
+	}
+	if t.retry {
+		attrs = append(attrs, slog.Bool("retry_in_place", true))
 	}
 	if err != nil {
 		attrs = append(attrs, slog.String("error", err.Error()))
