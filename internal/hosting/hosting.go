@@ -339,12 +339,6 @@ func (s *Service) Serve(ctx context.Context, op Op, stdin io.Reader, stdout io.W
 		}
 	}
 
-	if op.Service == ReceivePack && op.Stateless {
-		// A push resent after its first node applied it (see retry.go).
-		if handled, err := s.retriedPush(r, t, in, out); handled {
-			return t.finish(s.classify(ctx, err, out))
-		}
-	}
 	var env []string
 	if op.Service == ReceivePack && s.d.Hooks != nil {
 		hookEnv, done := s.d.Hooks.Register(hooks.Request{RepoID: r.ID, Principal: op.Principal, Transport: op.Transport})
@@ -674,8 +668,6 @@ type tracker struct {
 	out    *countingWriter
 	cache  string
 	queued time.Duration
-	// retry marks a resent push answered without git (see retry.go).
-	retry bool
 }
 
 func (s *Service) begin(op Op) *tracker {
@@ -738,9 +730,6 @@ func (t *tracker) finish(err error) error {
 	}
 	if t.cache != "" {
 		attrs = append(attrs, slog.String("cache", t.cache))
-	}
-	if t.retry {
-		attrs = append(attrs, slog.Bool("retry_in_place", true))
 	}
 	if err != nil {
 		attrs = append(attrs, slog.String("error", err.Error()))
