@@ -109,8 +109,8 @@ func (q *ReceiveRequest) HasCapability(name string) bool {
 // unpacked and every ref update succeeded: the status report ("unpack ok",
 // then "ok <ref>" for each command; report-status and report-status-v2
 // agree on these lines), wrapped in band 1 when the client asked for
-// side-band, and nothing but the side-band's closing flush when it asked
-// for no report.
+// side-band-64k, and nothing but the side-band's closing flush when it
+// asked for no report.
 func WriteReceiveSuccess(w io.Writer, q *ReceiveRequest) error {
 	var report bytes.Buffer
 	if q.HasCapability("report-status") || q.HasCapability("report-status-v2") {
@@ -127,19 +127,15 @@ func WriteReceiveSuccess(w io.Writer, q *ReceiveRequest) error {
 			return err
 		}
 	}
-	bandMax := 0
-	switch {
-	case q.HasCapability("side-band-64k"):
-		bandMax = Sideband64kMax
-	case q.HasCapability("side-band"):
-		bandMax = SidebandMax
-	default:
+	// receive-pack offers side-band-64k only, and answers a client that
+	// asks for the old 1000-byte side-band without one.
+	if !q.HasCapability("side-band-64k") {
 		_, err := w.Write(report.Bytes())
 		return err
 	}
 	var out bytes.Buffer
 	if report.Len() > 0 {
-		if _, err := NewSideband(&out, BandData, bandMax).Write(report.Bytes()); err != nil {
+		if _, err := NewSideband(&out, BandData, Sideband64kMax).Write(report.Bytes()); err != nil {
 			return err
 		}
 	}

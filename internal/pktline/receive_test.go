@@ -73,6 +73,7 @@ func TestWriteReceiveSuccess(t *testing.T) {
 		{[]string{"report-status"}, report},
 		{[]string{"report-status-v2", "quiet"}, report},
 		{[]string{"report-status", "side-band-64k"}, pkt("\x01"+report) + "0000"},
+		{[]string{"report-status", "side-band"}, report},
 		{[]string{"side-band-64k"}, "0000"},
 		{nil, ""},
 	} {
@@ -86,15 +87,16 @@ func TestWriteReceiveSuccess(t *testing.T) {
 	}
 	// A report longer than one side-band packet is split like git splits it.
 	var many []RefCommand
-	for i := range 100 {
-		many = append(many, RefCommand{oidA, oidB, fmt.Sprintf("refs/heads/branch-%03d", i)})
+	for i := range 1000 {
+		many = append(many, RefCommand{oidA, oidB, fmt.Sprintf("refs/heads/branch-%03d-%s", i, strings.Repeat("x", 60))})
 	}
 	var b bytes.Buffer
-	if err := WriteReceiveSuccess(&b, &ReceiveRequest{Commands: many, Capabilities: []string{"report-status", "side-band"}}); err != nil {
+	if err := WriteReceiveSuccess(&b, &ReceiveRequest{Commands: many, Capabilities: []string{"report-status", "side-band-64k"}}); err != nil {
 		t.Fatal(err)
 	}
 	var inner bytes.Buffer
 	pr := NewReader(&b)
+	packets := 0
 	for {
 		p, err := pr.ReadPacket()
 		if err != nil {
@@ -103,13 +105,14 @@ func TestWriteReceiveSuccess(t *testing.T) {
 		if p.Type == Flush {
 			break
 		}
-		if len(p.Payload) > SidebandMax+1 || p.Payload[0] != BandData {
-			t.Fatalf("side-band packet of %d bytes on band %d", len(p.Payload), p.Payload[0])
+		if p.Payload[0] != BandData {
+			t.Fatalf("side-band packet on band %d", p.Payload[0])
 		}
+		packets++
 		inner.Write(p.Payload[1:])
 	}
-	if !strings.HasPrefix(inner.String(), pkt("unpack ok\n")) || !strings.HasSuffix(inner.String(), pkt("ok refs/heads/branch-099\n")+"0000") {
-		t.Fatalf("report %q", inner.String())
+	if packets < 2 || !strings.HasPrefix(inner.String(), pkt("unpack ok\n")) || !strings.HasSuffix(inner.String(), pkt("ok "+many[999].Ref+"\n")+"0000") {
+		t.Fatalf("%d packets, report %q…", packets, inner.String()[:100])
 	}
 }
 
