@@ -16,7 +16,10 @@
 //  4. take a hosting ticket (Admission.Admit), queueing when the node is
 //     saturated;
 //  5. run git through gitcmd, with GIT_PROTOCOL and, for receive-pack, the
-//     hooks environment that ties the push to this request.
+//     hooks environment that ties the push to this request. A smart HTTP
+//     push that a load balancer resent after its first node applied it
+//     (every ref already at its new value) is answered with git's success
+//     report instead, without git (see retry.go).
 //
 // Errors raised before git wrote anything are problem errors the transport
 // renders in its own way (an HTTP status, an ERR pkt-line, an SSH exit
@@ -339,6 +342,12 @@ func (s *Service) Serve(ctx context.Context, op Op, stdin io.Reader, stdout io.W
 		}
 	}
 
+	if op.Service == ReceivePack && op.Stateless {
+		// A push resent after its first node applied it (see retry.go).
+		if handled, err := s.retriedPush(r, t, in, out); handled {
+			return t.finish(s.classify(ctx, err, out))
+		}
+	}
 	var env []string
 	if op.Service == ReceivePack && s.d.Hooks != nil {
 		hookEnv, done := s.d.Hooks.Register(hooks.Request{RepoID: r.ID, Principal: op.Principal, Transport: op.Transport})
@@ -668,6 +677,8 @@ type tracker struct {
 	out    *countingWriter
 	cache  string
 	queued time.Duration
+	// retry marks a resent push answered without git (see retry.go).
+	retry bool
 }
 
 func (s *Service) begin(op Op) *tracker {
@@ -730,6 +741,9 @@ func (t *tracker) finish(err error) error {
 	}
 	if t.cache != "" {
 		attrs = append(attrs, slog.String("cache", t.cache))
+	}
+	if t.retry {
+		attrs = append(attrs, slog.Bool("retry_in_place", true))
 	}
 	if err != nil {
 		attrs = append(attrs, slog.String("error", err.Error()))
