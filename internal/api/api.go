@@ -111,12 +111,16 @@ func New(d Deps) http.Handler {
 		s.routes = append(append(s.routes, s.pullRoutes()...), s.pullAdminRoutes()...)
 		s.routes = append(s.routes, s.inboxRoutes()...)
 	}
+	s.routes = canonicalRoutes(append(s.routes, s.discoveryRoutes()...))
 	for _, rt := range s.routes {
-		s.mux.Handle(rt.Method+" "+rt.Pattern, s.wrap(rt))
+		h := s.wrap(rt)
+		for _, p := range patterns(rt) { // the pattern and its latest alias (alias.go)
+			s.mux.Handle(rt.Method+" "+p, h)
+		}
 	}
 	// Anything else under /rest/ still answers in the API's error shape.
 	s.mux.HandleFunc("/rest/", s.unmatched)
-	return s.mux
+	return stripTrailingSlash(s.mux)
 }
 
 // unmatched answers 405 when the path exists for another method, 404

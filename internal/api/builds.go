@@ -25,18 +25,16 @@ import (
 // yet.
 
 func buildRoutes() []route {
-	var rs []route
 	const stateBody = "{state: SUCCESSFUL|FAILED|INPROGRESS|CANCELLED|UNKNOWN, key, name, url, description"
-	for _, v := range []string{"1.0", "latest"} {
-		base := "/rest/build-status/" + v + "/commits/"
-		rs = append(rs,
-			route{Method: "GET", Pattern: base + "{commitId}", Summary: "Build statuses of a commit in the repositories the caller can read", Paged: true,
-				handle: (*call).listBuilds},
-			route{Method: "POST", Pattern: base + "{commitId}", Success: 204,
-				Summary: "Report a build status to the repositories the caller can read that reach the commit",
-				Body:    stateBody + ", ref, parent, buildNumber, duration, testResults: {successful, failed, skipped}}", handle: (*call).postBuild},
-			route{Method: "GET", Pattern: base + "stats/{commitId}", Summary: "Counts of a commit's build statuses by state, as listed", handle: (*call).buildStats},
-		)
+	// /rest/build-status/latest answers too, as every family (alias.go).
+	const base = "/rest/build-status/1.0/commits/"
+	rs := []route{
+		{Method: "GET", Pattern: base + "{commitId}", Summary: "Build statuses of a commit in the repositories the caller can read", Paged: true,
+			handle: (*call).listBuilds},
+		{Method: "POST", Pattern: base + "{commitId}", Success: 204,
+			Summary: "Report a build status to the repositories the caller can read that reach the commit",
+			Body:    stateBody + ", ref, parent, buildNumber, duration, testResults: {successful, failed, skipped}}", handle: (*call).postBuild},
+		{Method: "GET", Pattern: base + "stats/{commitId}", Summary: "Counts of a commit's build statuses by state, as listed", handle: (*call).buildStats},
 	}
 	return append(rs,
 		route{Method: "GET", Pattern: repository + "/commits/{commitId}/builds", Summary: "Build statuses of a commit in this repository (REPO_READ)",

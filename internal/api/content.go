@@ -318,6 +318,11 @@ func (c *call) browse() error {
 	if err != nil {
 		return err
 	}
+	if typeOnly, err := c.boolQuery("type", false); err != nil {
+		return err
+	} else if typeOnly {
+		return c.pathType(r.ID, sha, p)
+	}
 	entries, err := c.s.Repos.Tree(c.ctx, r.ID, sha, p)
 	// With the path and revision already validated, Invalid from Tree
 	// means the path is not a directory: it is a file.

@@ -175,6 +175,11 @@ func (m *Manager) forEachRef(ctx context.Context, dir, format string, patterns .
 // contains filter (case-insensitively), sorted by name, and returns the page
 // [start, start+limit) and the number of matches.
 func (m *Manager) Refs(ctx context.Context, id int64, kind, filter string, start, limit int) ([]Ref, int, error) {
+	return m.RefsOrdered(ctx, id, kind, filter, OrderByName, start, limit)
+}
+
+// RefsOrdered is Refs in the given order.
+func (m *Manager) RefsOrdered(ctx context.Context, id int64, kind, filter string, order RefOrder, start, limit int) ([]Ref, int, error) {
 	if kind != "heads" && kind != "tags" {
 		return nil, 0, problem.New(problem.Invalid, "invalid ref kind %q", kind)
 	}
@@ -198,7 +203,7 @@ func (m *Manager) Refs(ctx context.Context, id int64, kind, filter string, start
 	err = m.scan(ctx, gitcmd.Cmd{
 		Dir:   dir,
 		Name:  "for-each-ref",
-		Flags: []string{"--sort=refname", "--format=%(refname)%00%(objectname)%00%(*objectname)"},
+		Flags: append(order.sortFlags(), "--format=%(refname)%00%(objectname)%00%(*objectname)"),
 		Args:  []string{prefix},
 	}, func(r *bufio.Reader) error {
 		for {

@@ -1,0 +1,193 @@
+package api_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// The paths integrations (Renovate, Jenkins, generated OpenAPI clients)
+// call first, and the spellings of paths Bitbucket accepts.
+
+func TestLatestAliasAndTrailingSlash(t *testing.T) {
+	t.Parallel()
+	e, _, work := contentEnv(t)
+	head := e.git(work, "rev-parse", "HEAD")
+
+	// Every numbered family answers under latest as well, with the same
+	// body and the same authorization.
+	for _, c := range []struct{ path, auth string }{
+		{"/rest/api/%s/projects/PRJ/repos/repo", e.admin},
+		{"/rest/api/%s/projects/PRJ/repos/repo/branches", e.admin},
+		{"/rest/access-tokens/%s/users/alice", e.alice},
+		{"/rest/ssh/%s/keys", e.alice},
+	} {
+		one := e.must(200, "GET", strings.Replace(c.path, "%s", "1.0", 1), c.auth, nil)
+		latest := e.must(200, "GET", strings.Replace(c.path, "%s", "latest", 1), c.auth, nil)
+		if string(one.body) != string(latest.body) {
+			t.Fatalf("%s: latest answered %s, 1.0 %s", c.path, latest.body, one.body)
+		}
+	}
+	// A private repository stays hidden under latest too.
+	e.must(404, "GET", "/rest/api/latest/projects/PRJ/repos/repo", e.bob, nil)
+	e.must(401, "GET", "/rest/api/latest/projects/PRJ/repos/repo", "", nil)
+	// Writes too: branch-utils under latest creates a branch.
+	var b refJSON
+	e.must(200, "POST", "/rest/branch-utils/latest/projects/PRJ/repos/repo/branches", e.admin,
+		map[string]string{"name": "via-latest", "startPoint": head}).json(t, &b)
+	if b.ID != "refs/heads/via-latest" {
+		t.Fatalf("branch created through latest: %+v", b)
+	}
+	// A family that is not numbered has no latest twin, and an unknown
+	// version is no alias.
+	e.must(404, "GET", "/rest/capabilities/latest", e.admin, nil)
+	e.must(404, "GET", "/rest/api/2.0/projects/PRJ/repos/repo", e.admin, nil)
+
+	// Trailing slashes are accepted, on GET and on writes.
+	var r repoJSON
+	e.must(200, "GET", "/rest/api/1.0/projects/PRJ/repos/repo/", e.admin, nil).json(t, &r)
+	if r.Slug != "repo" {
+		t.Fatalf("repository through a trailing slash: %+v", r)
+	}
+	e.must(200, "GET", "/rest/api/latest/projects/PRJ/repos/repo/branches/", e.admin, nil)
+	e.must(204, "DELETE", "/rest/branch-utils/1.0/projects/PRJ/repos/repo/branches/", e.admin, map[string]string{"name": "via-latest"})
+	var dir struct {
+		Children struct {
+			Values []struct {
+				Path struct{ Name string } `json:"path"`
+			} `json:"values"`
+		} `json:"children"`
+	}
+	e.must(200, "GET", "/rest/api/1.0/projects/PRJ/repos/repo/browse/dir/", e.admin, nil).json(t, &dir)
+	if len(dir.Children.Values) != 1 || dir.Children.Values[0].Path.Name != "sub.txt" {
+		t.Fatalf("browse dir/: %s", dir)
+	}
+	// The method check still applies after the slash is gone.
+	if got := e.do("PATCH", "/rest/api/1.0/projects/PRJ/repos/repo/", e.admin, nil); got.status != 405 {
+		t.Fatalf("PATCH with a trailing slash: %d %s", got.status, got.body)
+	}
+}
+
+func TestOpenAPIListsEachRouteOnce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	var doc struct {
+		Info struct {
+			Description string `json:"description"`
+		} `json:"info"`
+		Paths map[string]map[string]json.RawMessage `json:"paths"`
+	}
+	e.must(200, "GET", "/rest/api/latest/openapi.json", "", nil).json(t, &doc)
+	for p := range doc.Paths {
+		if strings.Contains(p, "/latest/") {
+			t.Fatalf("OpenAPI lists the alias %s", p)
+		}
+	}
+	for _, p := range []string{
+		"/rest/api/1.0/application-properties", "/rest/capabilities",
+		"/rest/api/1.0/projects/{key}/repos/{slug}/branches/default",
+	} {
+		if doc.Paths[p] == nil {
+			t.Fatalf("OpenAPI lacks %s", p)
+		}
+	}
+	if !strings.Contains(doc.Info.Description, "latest") {
+		t.Fatalf("the description does not say latest works: %q", doc.Info.Description)
+	}
+}
+
+func TestApplicationPropertiesAndCapabilities(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	var props struct {
+		Version, BuildNumber, BuildDate, DisplayName string
+	}
+	// Public: clients read it before they sign in.
+	e.must(200, "GET", "/rest/api/1.0/application-properties", "", nil).json(t, &props)
+	if props.Version != "8.19.0" || props.BuildNumber != "8019000" || props.DisplayName != "Bitbucket" || props.BuildDate == "" {
+		t.Fatalf("application-properties %+v", props)
+	}
+	e.must(200, "GET", "/rest/api/latest/application-properties", e.alice, nil)
+
+	// Without pull requests (this env has none) the server claims no
+	// capability at all, but still says it is Bitbucket.
+	var caps struct {
+		Application  string            `json:"application"`
+		Capabilities map[string]string `json:"capabilities"`
+	}
+	e.must(200, "GET", "/rest/capabilities", "", nil).json(t, &caps)
+	if caps.Application != "stash" || caps.Capabilities == nil || len(caps.Capabilities) != 0 {
+		t.Fatalf("capabilities %+v", caps)
+	}
+	e.must(404, "GET", "/rest/capabilities/webhooks", "", nil)
+}
+
+func TestBranchesDefault(t *testing.T) {
+	t.Parallel()
+	e, r, work := contentEnv(t)
+	const base = "/rest/api/1.0/projects/PRJ/repos/repo"
+	head := e.git(work, "rev-parse", "HEAD")
+
+	var def refJSON
+	e.must(200, "GET", base+"/branches/default", e.admin, nil).json(t, &def)
+	if def.ID != "refs/heads/main" || def.DisplayID != "main" || def.LatestCommit != head || !def.IsDefault || def.Type != "BRANCH" {
+		t.Fatalf("default branch %+v", def)
+	}
+	e.must(200, "GET", "/rest/api/latest/projects/PRJ/repos/repo/branches/default", e.admin, nil)
+	// Hidden like the repository itself.
+	e.must(404, "GET", base+"/branches/default", e.bob, nil)
+
+	// PUT moves HEAD (REPO_ADMIN); a reader may not.
+	e.must(200, "POST", base+"/branches", e.admin, map[string]string{"name": "develop", "startPoint": head})
+	e.grant("PRJ", "repo", "reader", "REPO_READ")
+	e.must(403, "PUT", base+"/branches/default", e.reader, map[string]string{"id": "refs/heads/develop"})
+	e.must(400, "PUT", base+"/branches/default", e.admin, map[string]string{"id": "refs/heads/-x"})
+	e.must(204, "PUT", base+"/branches/default", e.admin, map[string]string{"id": "refs/heads/develop"})
+	e.must(200, "GET", base+"/branches/default", e.reader, nil).json(t, &def)
+	if def.ID != "refs/heads/develop" {
+		t.Fatalf("after PUT the default branch is %+v", def)
+	}
+
+	// A default branch that does not exist yet (an empty repository) is
+	// a 404 in Bitbucket's error shape, which Renovate tells apart from
+	// a missing repository by the repository's own GET.
+	e.repo("PRJ", "empty")
+	got := e.must(404, "GET", "/rest/api/1.0/projects/PRJ/repos/empty/branches/default", e.admin, nil)
+	if msg := got.message(t); !strings.Contains(msg, "default branch") {
+		t.Fatalf("empty repository: %q", msg)
+	}
+	_ = r
+}
+
+func TestBrowseTypeOnly(t *testing.T) {
+	t.Parallel()
+	e, _, work := contentEnv(t)
+	const base = "/rest/api/1.0/projects/PRJ/repos/repo/browse"
+	first := e.git(work, "rev-parse", "HEAD~2")
+	for path, want := range map[string]string{
+		"/README.md":   "FILE",
+		"/dir":         "DIRECTORY",
+		"/dir/":        "DIRECTORY",
+		"/dir/sub.txt": "FILE",
+		"":             "DIRECTORY",
+	} {
+		var got struct {
+			Type string `json:"type"`
+		}
+		e.must(200, "GET", base+path+"?type=true", e.admin, nil).json(t, &got)
+		if got.Type != want {
+			t.Fatalf("%q: type %q, want %q", path, got.Type, want)
+		}
+	}
+	// Jenkins asks for the Jenkinsfile; a path that is not there is a 404.
+	e.must(404, "GET", base+"/Jenkinsfile?type=true", e.admin, nil)
+	// at is honoured: README.md came with the last commit.
+	e.must(404, "GET", base+"/README.md?type=true&at="+first, e.admin, nil)
+	// type=false is the ordinary listing; anything else names the parameter.
+	e.must(200, "GET", base+"/README.md?type=false", e.admin, nil)
+	if msg := e.must(400, "GET", base+"/README.md?type=yes", e.admin, nil).message(t); !strings.Contains(msg, "type") {
+		t.Fatalf("type=yes: %q", msg)
+	}
+	// Hidden like everything else in the repository.
+	e.must(404, "GET", base+"/README.md?type=true", e.bob, nil)
+}
