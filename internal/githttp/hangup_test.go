@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -89,4 +90,37 @@ func TestPushCompletesAfterClientHangsUp(t *testing.T) {
 		t.Fatal("the request's context never ended; the test did not hang up")
 	}
 	f.fsck(f.repo)
+}
+
+// TestOrphanedPushMovesNoRef: a receive-pack whose node has gone (here its
+// hooks server, which is what a dead node takes with it) must not move a
+// ref even though its pack is in and pre-receive had allowed it: the
+// reference-transaction hook cannot reach the node, so git's prepared
+// phase fails and the transaction is aborted. This is what keeps a push
+// that a load balancer resent to another node from being applied twice.
+func TestOrphanedPushMovesNoRef(t *testing.T) {
+	var f *fixture
+	policy := policyFunc(func(ctx context.Context, _ hooks.Request, _ []hooks.RefUpdate, _ []string) error {
+		socket := f.hooks.SocketPath()
+		go f.hooks.Close()
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+			if _, err := os.Stat(socket); err != nil {
+				break
+			}
+		}
+		return nil
+	})
+	f = newFixture(t, serverOptions{policy: policy})
+	wt := f.seed(1)
+	before := f.refs(f.repo)
+	old := strings.TrimSpace(f.mustGit(wt, "rev-parse", "main"))
+	head := f.commit(wt, "x.txt", "x\n")
+	body := pushBody("report-status", packBetween(t, wt, old, head), [3]string{old, head, "refs/heads/main"})
+	resp := f.postPush(body)
+	if strings.Contains(resp, "ok refs/heads/main") {
+		t.Fatalf("a push whose node is gone reported success: %q", resp)
+	}
+	if after := f.refs(f.repo); after != before {
+		t.Fatalf("refs moved:\n%s\nwant:\n%s", after, before)
+	}
 }

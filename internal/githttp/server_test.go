@@ -92,6 +92,7 @@ type server struct {
 	repos *repo.Manager
 	home  string // HOME for the git client
 	log   *syncBuffer
+	hooks *hooks.Server
 	// gzipRequests counts requests that came with a gzip body.
 	gzipRequests atomic.Int64
 }
@@ -190,6 +191,7 @@ func newServer(t *testing.T, opts serverOptions) *server {
 	}
 	s.t, s.base, s.host = t, "http://"+ln.Addr().String(), ln.Addr().String()
 	s.st, s.auth, s.repos, s.home, s.log = st, a, repos, home, logs
+	s.hooks = hk
 	return s
 }
 
