@@ -104,8 +104,8 @@ func (s *server) openAPI() map[string]any {
 	return map[string]any{
 		"openapi": "3.0.3",
 		"info": map[string]any{
-			"title":       "Sluice REST API",
-			"version":     "1.0",
+			"title":   "Sluice REST API",
+			"version": "1.0",
 			"description": "Bitbucket Data Center compatible REST API of Sluice. Every path under /rest/{family}/1.0/ " +
 				"(or another numbered version) also answers under /rest/{family}/latest/, as in Bitbucket; " +
 				"each is listed once, numbered. A trailing slash is accepted on every path.",
