@@ -80,6 +80,8 @@ type App struct {
 	Pulls    *pull.Service
 	// SSH is nil when server.ssh_addr is empty.
 	SSH *sshd.Server
+	// ready answers /readyz and whether writes are refused (readiness.go).
+	ready *readiness
 
 	httpLn  net.Listener
 	sshLn   net.Listener
@@ -315,6 +317,7 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger, opts Optio
 	a.Throttle.Start(ctx)
 	a.closers = append(a.closers, a.Throttle.Close)
 
+	a.ready = newReadiness(a.DB.Ping, false, logger.With("component", "readiness"))
 	a.Hosting = hosting.New(hosting.Deps{
 		Store:      a.Store,
 		Auth:       a.Auth,
@@ -336,6 +339,7 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger, opts Optio
 			TrustedProxies:     cfg.Server.TrustedProxies,
 			HandshakeTimeout:   cfg.Server.SSHHandshakeTimeout.Duration,
 			AuthTimeout:        cfg.Server.SSHAuthTimeout.Duration,
+			ReadOnly:           a.ready.ReadOnly,
 
 			MaxUnauthenticatedPerSource: cfg.Server.SSHMaxUnauthenticatedPerSource,
 		}, a.Hosting, a.Auth, a.Store, logger, a.Registry)
@@ -672,22 +676,8 @@ func (a *App) routes() http.Handler {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		io.WriteString(w, "ok\n")
 	})
-	mux.HandleFunc("GET /readyz", a.ready)
+	mux.Handle("GET /readyz", a.ready)
 	a.debugRoutes(mux)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(a.Registry, promhttp.HandlerOpts{Registry: a.Registry}))
 	return newRequestLog(mux, a.Logger, a.Registry, a.Config.Server.TrustedProxies)
-}
-
-// ready answers 200 only when the database answers: a load balancer takes a
-// node whose database is unreachable out of rotation.
-func (a *App) ready(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
-	defer cancel()
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	if err := a.Store.Ping(ctx); err != nil {
-		w.WriteHeader(http.StatusServiceUnavailable)
-		io.WriteString(w, "database unavailable\n")
-		return
-	}
-	io.WriteString(w, "ready\n")
 }

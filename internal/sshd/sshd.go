@@ -135,6 +135,9 @@ type Config struct {
 	ProxyProtocol bool
 	// TrustedProxies lists CIDRs or addresses of proxies.
 	TrustedProxies []string
+	// ReadOnly, when set, says whether the database is unavailable;
+	// pushes are then refused with a clear message (readonly.go).
+	ReadOnly func(context.Context) bool
 }
 
 const (
@@ -934,6 +937,10 @@ func (c *conn) exec(ch ssh.Channel, line, protocol string) {
 			"command", truncate(line, 128))
 		fmt.Fprintln(stderr, problem.Message(err))
 		exit(ch, 1)
+		return
+	}
+	if err := s.refuseWhileReadOnly(c.ctx, cmd.Service); err != nil {
+		exit(ch, exitStatus(err, stderr))
 		return
 	}
 	if c.principal == nil {
