@@ -20,7 +20,8 @@ const (
 )
 
 func (s *server) pullAdminRoutes() []route {
-	return append(buildRoutes(), []route{
+	rs := append(append(buildRoutes(), s.reviewerRoutes()...), s.insightRoutes()...) // reviewers.go, insights.go
+	return append(rs, []route{
 		{Method: "GET", Pattern: restrictRepo, Summary: "List a repository's branch permissions (REPO_ADMIN)", Paged: true, handle: (*call).listRestrictions},
 		{Method: "POST", Pattern: restrictRepo, Summary: "Add a branch permission (REPO_ADMIN)",
 			Body: "{type, matcher: {id, type: {id: BRANCH|PATTERN}}, users: [name], groups: [name]}", handle: (*call).createRestriction},

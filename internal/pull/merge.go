@@ -101,6 +101,16 @@ func (s *Service) checks(ctx context.Context, p *auth.Principal, target *store.R
 				fmt.Sprintf("%d successful build(s) required and none failed, in progress, cancelled or unknown; %d successful, %d not", c.MinSuccessfulBuilds, ok, bad)})
 		}
 	}
+	// Default reviewer approvals and required Code Insights reports
+	// are the repository's rules too (reviewers.go, insights.go).
+	for _, check := range []func(context.Context, *store.Repository, *store.PullRequest) ([]Veto, error){
+		s.defaultReviewerChecks, s.requiredReportChecks} {
+		v, err := check(ctx, target, pr)
+		if err != nil {
+			return nil, err
+		}
+		vetoes = append(vetoes, v...)
+	}
 	rs, err := s.ps.RestrictionsFor(ctx, target.ID, target.ProjectID)
 	if err != nil {
 		return nil, err

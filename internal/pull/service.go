@@ -121,6 +121,15 @@ func (s *Service) Create(ctx context.Context, p *auth.Principal, target *store.R
 	if err != nil {
 		return nil, err
 	}
+	if len(req.Reviewers) == 0 {
+		// The default reviewer conditions (reviewers.go) fill in only
+		// when the author named no one.
+		more, err := s.DefaultReviewers(ctx, target, fromRef, toRef)
+		if err != nil {
+			return nil, err
+		}
+		reviewers = append(reviewers, more...)
+	}
 	for _, id := range append(req.Reviewers, reviewers...) {
 		if id == p.UserID || containsParticipant(parts, id) {
 			continue
