@@ -60,6 +60,29 @@ const JobHousekeeping = "housekeeping"
 // series) settle before the repository is looked at.
 const housekeepingDelay = 30 * time.Second
 
+// housekeepingSlack is what one housekeeping run needs beside its repack:
+// removing stale leftovers, pack-refs and the commit-graph take seconds
+// even on large repositories; ten minutes is generous for all of them.
+const housekeepingSlack = 10 * time.Minute
+
+// housekeepingTimeout bounds one housekeeping job (and one cluster sweep,
+// which housekeeps repositories one after the other, so that a run always
+// has room for the largest one; what a cut sweep leaves, the next hourly
+// run finds again). The long step is the repack, a git process bounded by
+// git.timeout (default an hour); the job gets that plus housekeepingSlack,
+// and follows git.timeout when an administrator raises it for huge
+// repositories. The largest kind timeout also sets River's rescue of
+// stuck jobs (internal/jobs), so it is not made longer than needed.
+// git.timeout = 0 (git unbounded) leaves the queue's default hour as the
+// base.
+func housekeepingTimeout(cfg config.Config) time.Duration {
+	base := cfg.Git.Timeout.Duration
+	if base <= 0 {
+		base = jobs.DefaultJobTimeout
+	}
+	return base + housekeepingSlack
+}
+
 // App is one Sluice node (or, for the admin CLI, the components it needs).
 type App struct {
 	Config   config.Config
@@ -91,6 +114,10 @@ type App struct {
 
 	// instance is this process start's id (cluster.NewInstance).
 	instance string
+	// nodeID is this node's one identity: the registry registers it, the
+	// job queue records it on the jobs it runs (and rescue compares the
+	// two), the hooks record it on ref transactions.
+	nodeID string
 
 	// baseURL and sshBaseURL are what users are shown (clone URLs,
 	// links): the configured ones, or, when those were derived from the
@@ -137,6 +164,7 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger, opts Optio
 			nodeID += "/" + a.instance
 		}
 	}
+	a.nodeID = nodeID
 
 	a.DB, err = store.Open(ctx, cfg.Database.URL, logger,
 		store.WithMaxOpenConns(cfg.Database.MaxOpenConns), store.WithAcquireTimeout(cfg.Database.AcquireTimeout.Duration))
@@ -211,6 +239,7 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger, opts Optio
 		ProcessLive:        a.processLive,
 		AbandonAfter:       cfg.Node.AbandonAfter.Duration,
 		ReconcileInterval:  reconcileInterval(cfg, opts.Admin),
+		TestPhaseHook:      testPhaseHold(),
 	}, a.Store, logger, a.Registry)
 	if err != nil {
 		return nil, fmt.Errorf("hooks: %w", err)
@@ -240,7 +269,7 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger, opts Optio
 		}
 		_, err := a.Repos.HousekeepIfNeeded(ctx, args.RepoID)
 		return err
-	})
+	}, jobs.Timeout(housekeepingTimeout(cfg)))
 	queued := newRecentSet(housekeepingDelay - time.Second)
 	a.Hooks.OnPushed(func(req hooks.Request, _ []hooks.RefUpdate) {
 		// Housekeeping never runs inside a push: it is queued, delayed so

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluice-scm/sluice/internal/cluster"
 	"github.com/sluice-scm/sluice/internal/hooks"
+	"github.com/sluice-scm/sluice/internal/jobs"
 	"github.com/sluice-scm/sluice/internal/store"
 	"github.com/sluice-scm/sluice/internal/throttle"
 )
@@ -120,7 +121,8 @@ func (a *App) newCluster() error {
 		a.Logger.Info("event bus resynchronised; pack cache entries of missed ref changes age out by TTL", "component", "cluster")
 	})
 
-	a.Jobs.Handle(JobClusterSweep, func(ctx context.Context, _ json.RawMessage) error { return a.sweepLeftovers(ctx) })
+	a.Jobs.Handle(JobClusterSweep, func(ctx context.Context, _ json.RawMessage) error { return a.sweepLeftovers(ctx) },
+		jobs.Timeout(housekeepingTimeout(a.Config)))
 	a.Jobs.Periodic(JobClusterSweep, clusterSweepEvery, map[string]any{})
 	return nil
 }
@@ -158,13 +160,12 @@ func (a *App) startCluster(ctx context.Context) error {
 	if cl == nil {
 		return nil
 	}
-	nodeID := a.Config.Node.ID
-	if nodeID == "" {
-		host, _ := os.Hostname()
-		nodeID = host + ":" + portOf(a.HTTPAddr())
-	}
+	// The id New chose, not one derived again from the bound address: the
+	// job queue and the hooks already record it, and the job rescue takes
+	// a running job whose node id the registry does not list as live for
+	// an orphan.
 	reg, err := cluster.NewRegistry(a.DB, cluster.Config{
-		NodeID:     nodeID,
+		NodeID:     a.nodeID,
 		Address:    a.HTTPAddr(),
 		SSHAddress: a.SSHAddr(),
 		Version:    Version,
@@ -328,4 +329,41 @@ func staleLeftovers(dir string, now time.Time) bool {
 		return nil
 	})
 	return found
+}
+
+// testHoldEnv is fault injection for tests only (e2e/cluster, through
+// internal/testbed): it names a directory, and testPhaseHold holds git
+// inside a reference-transaction phase when the test asks. It has no
+// SLUICE_ prefix because it is not a configuration key (config refuses
+// unknown SLUICE_ variables); production never sets it, and then the hook
+// is nil and costs nothing.
+const testHoldEnv = "SLUICETEST_PHASE_HOLD_DIR"
+
+// testHoldMax bounds one hold, so a test that never kills the node still
+// ends.
+const testHoldMax = time.Minute
+
+// testPhaseHold is hooks.Config.TestPhaseHook when testHoldEnv is set,
+// nil otherwise. A reference-transaction call in phase P (prepared,
+// committed, aborted) of repository R for which the file "P-R" exists in
+// the directory removes it, so exactly one call is held, creates
+// "held-P-R" and blocks for up to testHoldMax with git's ref locks taken;
+// the test kills the node meanwhile. A call still held then fails, as a
+// dead node's would.
+func testPhaseHold() func(phase string, repoID int64) error {
+	dir := os.Getenv(testHoldEnv)
+	if dir == "" {
+		return nil
+	}
+	return func(phase string, repoID int64) error {
+		name := fmt.Sprintf("%s-%d", phase, repoID)
+		if os.Remove(filepath.Join(dir, name)) != nil {
+			return nil
+		}
+		if err := os.WriteFile(filepath.Join(dir, "held-"+name), nil, 0o600); err != nil {
+			return fmt.Errorf("test hold: %w", err)
+		}
+		time.Sleep(testHoldMax)
+		return errors.New("sluice: test hold expired")
+	}
 }

@@ -233,3 +233,69 @@ func TestLiveNodesForJobRescue(t *testing.T) {
 		t.Errorf("liveNodes = %v, want alive only", live)
 	}
 }
+
+// A node on port 0 without node.id is one identity to the registry and
+// to the job queue: a job it is running names a node the registry lists
+// as live, so no other node's rescue takes the job for an orphan.
+func TestNodeIdentityOnPortZero(t *testing.T) {
+	cfg := testConfig(t, t.TempDir())
+	cfg.Node.ID = ""
+	t.Setenv("SLUICE_ADMIN_PASSWORD", "pw-for-tests")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	a, err := New(ctx, cfg, slog.New(slog.DiscardHandler), Options{Stdout: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	running, release := make(chan struct{}), make(chan struct{})
+	a.Jobs.Handle("identity-probe", func(ctx context.Context, _ json.RawMessage) error {
+		close(running)
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return nil
+	})
+	served := make(chan error, 1)
+	go func() { served <- a.Serve(ctx) }()
+	defer func() {
+		cancel()
+		<-served
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for (webCluster{a}).Self() == "" {
+		if time.Now().After(deadline) {
+			t.Fatal("the node did not register")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if self := (webCluster{a}).Self(); self != a.nodeID || !strings.Contains(self, ":0/") {
+		t.Fatalf("registry id %q, job queue and hooks id %q: want the same port-0 id", self, a.nodeID)
+	}
+	if err := a.Jobs.Enqueue(ctx, "identity-probe", map[string]any{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-running:
+	case <-time.After(15 * time.Second):
+		t.Fatal("the probe job did not start")
+	}
+	defer close(release)
+	var raw string
+	if err := a.DB.SQL().QueryRowContext(ctx, `SELECT json(attempted_by) FROM river_job WHERE kind = 'identity-probe'`).Scan(&raw); err != nil {
+		t.Fatal(err)
+	}
+	var by []string
+	if err := json.Unmarshal([]byte(raw), &by); err != nil || len(by) == 0 {
+		t.Fatalf("attempted_by %q: %v", raw, err)
+	}
+	node := by[len(by)-1][:strings.LastIndexByte(by[len(by)-1], '_')]
+	live, err := a.liveNodes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !live[node] {
+		t.Fatalf("the running job's node %q is not live for the rescue (live: %v)", node, live)
+	}
+}
