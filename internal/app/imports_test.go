@@ -16,12 +16,12 @@ var layers = map[string]string{
 	// Foundations: no service, transport, runner or wiring above them.
 	"problem": "foundation", "gitref": "foundation", "pktline": "foundation",
 	"gitcmd": "foundation", "store": "foundation", "store/storetest": "foundation",
-	"hookclient": "foundation", "config": "foundation",
+	"hookclient": "foundation", "config": "foundation", "entity": "foundation",
 
 	// Services.
 	"auth": "service", "accounts": "service", "repo": "service", "hooks": "service",
 	"pull": "service", "packcache": "service", "throttle": "service", "jobs": "service",
-	"cluster": "service",
+	"cluster": "service", "webhook": "service",
 
 	"hosting": "runner",
 
