@@ -400,6 +400,9 @@ func (a *App) newCache() (*packcache.Cache, error) {
 		TTL:            cfg.TTL.Duration,
 		MinOccurrences: cfg.MinOccurrences,
 		GitIdentity:    identity,
+
+		AbandonedTimeout:  cfg.AbandonedTimeout.Duration,
+		AbandonedMaxBytes: int64(cfg.AbandonedMaxBytes),
 	}, a.Store, a.Registry, a.Logger)
 }
 

@@ -174,6 +174,10 @@ type Cache struct {
 	TTL          Duration `toml:"ttl"`
 	// MinOccurrences caches a request only from its Nth sight (1 or 2).
 	MinOccurrences int `toml:"min_occurrences"`
+	// AbandonedTimeout and AbandonedMaxBytes bound a cache producer whose
+	// every client has gone (packcache's "Abandoned producers").
+	AbandonedTimeout  Duration `toml:"abandoned_timeout"`
+	AbandonedMaxBytes Size     `toml:"abandoned_max_bytes"`
 }
 
 type Git struct {
@@ -326,6 +330,10 @@ func Default() Config {
 			MinFreeBytes:   Size(1 << 30),
 			TTL:            Duration{time.Hour},
 			MinOccurrences: 1,
+			// packcache.DefaultAbandonedTimeout and
+			// DefaultAbandonedMaxBytes.
+			AbandonedTimeout:  Duration{2 * time.Minute},
+			AbandonedMaxBytes: Size(1 << 30),
 		},
 		Git: Git{
 			Binary:             "git",
@@ -601,6 +609,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Cache.MinOccurrences < 1 || c.Cache.MinOccurrences > 2 {
 		return errors.New("cache.min_occurrences: must be 1 or 2")
+	}
+	if c.Cache.AbandonedTimeout.Duration < 0 || c.Cache.AbandonedMaxBytes < 0 {
+		return errors.New("cache.abandoned_timeout, cache.abandoned_max_bytes: must not be negative (0: the default)")
 	}
 	switch c.Throttle.Strategy {
 	case "adaptive", "fixed":

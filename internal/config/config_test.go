@@ -124,6 +124,7 @@ func TestValidate(t *testing.T) {
 		{"throttle.strategy", "magic", "throttle.strategy"},
 		{"throttle.target_cpu", "1.5", "throttle.target_cpu"},
 		{"cache.min_occurrences", "3", "cache.min_occurrences"},
+		{"cache.abandoned_timeout", "-1s", "cache.abandoned_timeout"},
 		{"log.level", "loud", "log.level"},
 		{"server.ssh_max_unauthenticated_per_source", "0", "server.ssh_max_unauthenticated_per_source"},
 		{"server.ssh_max_unauthenticated", "-1", "server.ssh_max_unauthenticated"},

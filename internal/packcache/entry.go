@@ -57,6 +57,21 @@ type entry struct {
 	lastAccess time.Time
 	dropped    bool // ClearRepo during production: do not keep
 
+	// Also guarded by Cache.mu: who follows the producer, for the bounds
+	// on abandoned producers (abandon.go).
+	followers       int                // clients streaming it now
+	joins           int                // clients that ever did
+	requestedBefore bool               // its key was asked for before this production
+	produced        bool               // the producer has returned
+	cancel          context.CancelFunc // stops the producer; nil for entries loaded from disk
+	orphanTimer     *time.Timer        // running while nobody follows
+
+	// orphaned is set while nobody follows the producer: Write then
+	// checks the byte budget, and overBudget abandons the entry.
+	orphaned   atomic.Bool
+	orphanMax  int64
+	overBudget func()
+
 	// Producer only.
 	file *os.File
 	hash hash.Hash
@@ -68,11 +83,12 @@ type entry struct {
 	fan fanout
 
 	// mu guards the progress followers wait on.
-	mu      sync.Mutex
-	written int64
-	done    bool
-	err     error
-	notify  chan struct{} // closed and replaced whenever the above change
+	mu        sync.Mutex
+	written   int64
+	done      bool
+	err       error
+	notify    chan struct{} // closed and replaced whenever the above change
+	abandoned error         // set when the producer was stopped for nobody
 
 	// Known for ready entries.
 	length   int64
@@ -118,6 +134,9 @@ func (e *entry) Write(p []byte) (int, error) {
 	if e.werr != nil {
 		return 0, e.werr
 	}
+	if err := e.abandonedErr(); err != nil {
+		return 0, err
+	}
 	n, err := e.file.Write(p)
 	e.hash.Write(p[:n])
 	e.mu.Lock()
@@ -126,6 +145,7 @@ func (e *entry) Write(p []byte) (int, error) {
 		e.fan.quiet()
 	}
 	e.written += int64(n)
+	written := e.written
 	ch := e.notify
 	e.notify = make(chan struct{})
 	e.mu.Unlock()
@@ -134,7 +154,19 @@ func (e *entry) Write(p []byte) (int, error) {
 		e.werr = fmt.Errorf("write cache entry: %w", err)
 		return n, e.werr
 	}
+	if e.orphaned.Load() && written > e.orphanMax && e.overBudget != nil {
+		e.overBudget()
+		if err := e.abandonedErr(); err != nil {
+			return n, err
+		}
+	}
 	return n, nil
+}
+
+func (e *entry) abandonedErr() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.abandoned
 }
 
 // finish writes the trailer and closes the file, then tells followers the

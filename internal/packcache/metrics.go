@@ -11,6 +11,7 @@ type metrics struct {
 	served    *prometheus.CounterVec
 	generated prometheus.Counter
 	evictions *prometheus.CounterVec
+	abandoned *prometheus.CounterVec
 	entries   prometheus.GaugeFunc
 	disk      prometheus.GaugeFunc
 }
@@ -32,6 +33,10 @@ func newMetrics(c *Cache) *metrics {
 		evictions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_packcache_evictions_total",
 			Help: "Cache entries removed, by reason (budget, ttl, refs_changed, cleared, corrupt).",
+		}, []string{"reason"}),
+		abandoned: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_packcache_abandoned_total",
+			Help: "Producers stopped because no client followed them any more, by reason (unrequested, time, bytes).",
 		}, []string{"reason"}),
 	}
 	m.entries = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -63,13 +68,16 @@ func newMetrics(c *Cache) *metrics {
 			m.lookups.WithLabelValues(k, r)
 		}
 	}
+	for _, r := range []string{"unrequested", "time", "bytes"} {
+		m.abandoned.WithLabelValues(r)
+	}
 	m.served.WithLabelValues("cache")
 	m.served.WithLabelValues("git")
 	return m
 }
 
 func (m *metrics) register(reg prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{m.lookups, m.served, m.generated, m.evictions, m.entries, m.disk} {
+	for _, c := range []prometheus.Collector{m.lookups, m.served, m.generated, m.evictions, m.abandoned, m.entries, m.disk} {
 		if err := reg.Register(c); err != nil {
 			return fmt.Errorf("register pack cache metrics: %w", err)
 		}

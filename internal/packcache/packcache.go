@@ -47,7 +47,9 @@
 // memory, however slow the slowest client is (Bitbucket's SCM cache does the
 // same; Gitaly's instead holds the writer back to its fastest reader). The
 // producer's context is detached from the client that started it, so a
-// client hanging up never breaks the others. A producer that fails removes
+// client hanging up never breaks the others; once the last client has gone
+// it runs on only if its response is likely to be asked for again, and
+// only within a time and a byte budget (see abandon.go). A producer that fails removes
 // the entry and every follower returns the error once it has sent what was
 // written: a transport then aborts the stream instead of ending it cleanly,
 // so no client ever takes a truncated pack for a complete one. While the
@@ -133,7 +135,24 @@ type Config struct {
 	// Statfs reports the size and free space of the file system holding
 	// dir; nil uses statfs(2). Tests inject a full disk through it.
 	Statfs func(dir string) (total, free uint64, err error)
+	// AbandonedTimeout bounds how long a producer whose every client has
+	// gone may run on (cache.abandoned_timeout); 0 means
+	// DefaultAbandonedTimeout. See "Abandoned producers".
+	AbandonedTimeout time.Duration
+	// AbandonedMaxBytes bounds the response such a producer may write
+	// (cache.abandoned_max_bytes); 0 means DefaultAbandonedMaxBytes.
+	AbandonedMaxBytes int64
 }
+
+// Defaults for the bounds on abandoned producers. A response someone asked
+// for before takes a CI fleet's clone of a large repository, some minutes
+// and gigabytes; finishing one is worth that, running a pack-objects for
+// 19 minutes for nobody (an undeltifiable repository, seen in production)
+// is not.
+const (
+	DefaultAbandonedTimeout  = 2 * time.Minute
+	DefaultAbandonedMaxBytes = 1 << 30
+)
 
 // DefaultTTL is Bitbucket's SCM cache default.
 const DefaultTTL = time.Hour
@@ -183,6 +202,12 @@ func New(cfg Config, st store.Store, reg prometheus.Registerer, logger *slog.Log
 	}
 	if cfg.TTL <= 0 {
 		cfg.TTL = DefaultTTL
+	}
+	if cfg.AbandonedTimeout <= 0 {
+		cfg.AbandonedTimeout = DefaultAbandonedTimeout
+	}
+	if cfg.AbandonedMaxBytes <= 0 {
+		cfg.AbandonedMaxBytes = DefaultAbandonedMaxBytes
 	}
 	if cfg.Statfs == nil {
 		cfg.Statfs = statfs
@@ -319,7 +344,9 @@ func (c *Cache) Serve(ctx context.Context, req *hosting.CacheRequest, w io.Write
 			c.dispose(stale)
 			return c.serveReady(ctx, lk, e, f, w)
 		}
+		c.joinLocked(e)
 		c.mu.Unlock()
+		defer c.leave(e)
 		c.dispose(stale)
 		c.coalesced.Add(1)
 		c.m.lookups.WithLabelValues(lk.kind, "coalesced").Inc()
@@ -328,7 +355,8 @@ func (c *Cache) Serve(ctx context.Context, req *hosting.CacheRequest, w io.Write
 		c.served("cache", n)
 		return true, err
 	}
-	if !c.sightedLocked(lk.key) {
+	sighted, before := c.sightedLocked(lk.key)
+	if !sighted {
 		c.mu.Unlock()
 		c.dispose(stale)
 		c.misses.Add(1)
@@ -351,18 +379,23 @@ func (c *Cache) Serve(ctx context.Context, req *hosting.CacheRequest, w io.Write
 		c.m.lookups.WithLabelValues(lk.kind, "bypass").Inc()
 		return false, nil
 	}
+	// The producer runs for the entry, not for this client: it keeps
+	// going if the client hangs up, for whoever else follows it, within
+	// the bounds on abandoned producers. It inherits the request's values
+	// (logging, tracing) but not its end. Its queueing messages go to
+	// whoever waits on the entry.
+	pctx, cancel := context.WithCancel(hosting.WithProgress(context.WithoutCancel(ctx), e.fan.send))
+	e.cancel = cancel
+	e.requestedBefore = before
+	c.joinLocked(e)
 	c.producers.Add(1)
 	c.mu.Unlock()
+	defer c.leave(e)
 	c.dispose(stale)
 	c.misses.Add(1)
 	c.m.lookups.WithLabelValues(lk.kind, "miss").Inc()
 
-	// The producer runs for the entry, not for this client: it keeps
-	// going if the client hangs up, for whoever else follows it. It
-	// inherits the request's values (logging, tracing) but not its end.
-	// Its queueing messages go to whoever waits on the entry.
 	defer e.fan.add(hosting.ProgressFrom(ctx))()
-	pctx, cancel := context.WithCancel(hosting.WithProgress(context.WithoutCancel(ctx), e.fan.send))
 	stop := context.AfterFunc(c.ctx, cancel)
 	go func() {
 		defer c.producers.Done()
@@ -454,20 +487,21 @@ func (c *Cache) classify(ctx context.Context, req *hosting.CacheRequest) (*looku
 }
 
 // sightedLocked says whether key has been seen often enough to be cached,
-// recording this sight.
-func (c *Cache) sightedLocked(key string) bool {
-	if c.cfg.MinOccurrences <= 1 {
-		return true
-	}
-	if seen, ok := c.sightings[key]; ok && c.now().Sub(seen) <= c.cfg.TTL {
+// and whether it was asked for before (within the TTL), recording this
+// sight. The second answer decides whether an abandoned producer for it
+// may finish, so keys are recorded with MinOccurrences 1 too.
+func (c *Cache) sightedLocked(key string) (sighted, before bool) {
+	seen, ok := c.sightings[key]
+	before = ok && c.now().Sub(seen) <= c.cfg.TTL
+	if before && c.cfg.MinOccurrences > 1 {
 		delete(c.sightings, key)
-		return true
+		return true, true
 	}
 	if len(c.sightings) >= maxSightings {
 		clear(c.sightings)
 	}
 	c.sightings[key] = c.now()
-	return false
+	return c.cfg.MinOccurrences <= 1, before
 }
 
 // roomForMore checks the free-space floor.
@@ -531,6 +565,17 @@ func (c *Cache) createLocked(lk *lookup) (*entry, *os.File, error) {
 // produce runs git into e and then keeps, or drops, the entry.
 func (c *Cache) produce(ctx context.Context, e *entry, generate hosting.Generate) {
 	err := generate(ctx, e)
+	// From here the response is as good as complete: it is never
+	// abandoned, whoever leaves.
+	c.mu.Lock()
+	e.produced = true
+	if e.orphanTimer != nil {
+		e.orphanTimer.Stop()
+	}
+	c.mu.Unlock()
+	if aerr := e.abandonedErr(); aerr != nil {
+		err = aerr
+	}
 	if err == nil {
 		err = e.finish()
 	}
