@@ -26,9 +26,16 @@
 // own refs: a fork shares its origin's object store, and must not become a
 // window onto objects its own refs never pointed at.
 //
-// Request bodies are JSON, capped at 1 MiB, with unknown fields ignored as
-// Bitbucket does. Lists page with start and limit (default 25, at most
-// 1000) and answer {size, limit, start, isLastPage, values, nextPageStart}.
+// Request bodies are JSON, capped at 1 MiB, with unknown fields ignored and
+// strings holding booleans or numbers read into boolean and numeric fields
+// (coerce.go), as Bitbucket's Jackson does. Lists page with start and limit
+// (default 25, at most 1000) and answer {size, limit, start, isLastPage,
+// values, nextPageStart}; a filter Sluice takes and cannot use is a 400
+// naming it, a parameter it does not know is ignored, as in Bitbucket.
+//
+// Every route under /rest/{family}/1.0/ also answers under
+// /rest/{family}/latest/, and every path with a trailing slash
+// (alias.go); the route table and the OpenAPI document list each once.
 package api
 
 import (
@@ -39,6 +46,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 
@@ -50,6 +58,7 @@ import (
 	"github.com/sluice-scm/sluice/internal/pull"
 	"github.com/sluice-scm/sluice/internal/repo"
 	"github.com/sluice-scm/sluice/internal/store"
+	"github.com/sluice-scm/sluice/internal/webhook"
 )
 
 // Deps is what the API needs from the rest of the node.
@@ -75,9 +84,12 @@ type Deps struct {
 	// PackCache backs the SCM cache admin endpoints (cache.go); nil leaves
 	// them out.
 	PackCache PackCache
-	// Pulls serves pull requests, branch permissions, build statuses and
-	// webhooks (pulls*.go); nil leaves those routes out.
+	// Pulls serves pull requests, branch permissions and build statuses
+	// (pulls*.go); nil leaves those routes out.
 	Pulls *pull.Service
+	// Webhooks serves repository webhooks (webhooks.go); nil leaves
+	// those routes out.
+	Webhooks *webhook.Service
 	// Cluster backs the cluster status endpoint (cluster.go); nil leaves
 	// it out.
 	Cluster ClusterStatus
@@ -110,6 +122,7 @@ func New(d Deps) http.Handler {
 	if d.Pulls != nil {
 		s.routes = append(append(s.routes, s.pullRoutes()...), s.pullAdminRoutes()...)
 		s.routes = append(s.routes, s.inboxRoutes()...)
+		s.routes = append(s.routes, s.webhookRoutes()...)
 	}
 	s.routes = canonicalRoutes(append(s.routes, s.discoveryRoutes()...))
 	for _, rt := range s.routes {
@@ -295,8 +308,15 @@ func (c *call) decode(v any, optional bool) error {
 		}
 		return problem.New(problem.Invalid, "a JSON request body is required")
 	}
-	if err := json.Unmarshal(data, v); err != nil {
-		var te *json.UnmarshalTypeError
+	err = json.Unmarshal(data, v)
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) && te.Value == "string" {
+		// Jackson's leniency, as Bitbucket's clients expect (coerce.go).
+		if fixed, ok := coerceJSON(data, reflect.TypeOf(v)); ok {
+			err = json.Unmarshal(fixed, v)
+		}
+	}
+	if err != nil {
 		if errors.As(err, &te) && te.Field != "" {
 			return problem.Wrap(problem.Invalid, err, fmt.Sprintf("invalid JSON request body: field %q has the wrong type", te.Field))
 		}

@@ -191,3 +191,36 @@ func TestBrowseTypeOnly(t *testing.T) {
 	// Hidden like everything else in the repository.
 	e.must(404, "GET", base+"/README.md?type=true", e.bob, nil)
 }
+
+// TestJSONCoercion: the request decoder reads strings holding booleans
+// and numbers into typed fields on every route, as Bitbucket does.
+func TestJSONCoercion(t *testing.T) {
+	t.Parallel()
+	e, r, work := contentEnv(t)
+	const base = "/rest/api/1.0/projects/PRJ/repos/repo"
+	head := e.git(work, "rev-parse", "HEAD")
+
+	var p struct {
+		Key    string `json:"key"`
+		Public bool   `json:"public"`
+	}
+	e.must(201, "POST", "/rest/api/1.0/projects", e.admin, `{"key":"PUB","name":"public","public":"true"}`).json(t, &p)
+	if !p.Public {
+		t.Fatalf("public \"true\" made %+v", p)
+	}
+	e.must(200, "PUT", "/rest/api/1.0/projects/PUB", e.admin, `{"public":"False"}`).json(t, &p)
+	if p.Public {
+		t.Fatalf("public \"False\" left %+v", p)
+	}
+	// dryRun "true" deletes nothing.
+	e.must(200, "POST", base+"/branches", e.admin, map[string]string{"name": "keep", "startPoint": head})
+	e.must(204, "DELETE", "/rest/branch-utils/1.0/projects/PRJ/repos/repo/branches", e.admin, `{"name":"keep","dryRun":"true"}`)
+	e.must(200, "GET", base+"/branches?filterText=keep", e.admin, nil)
+	if got := e.git(work, "ls-remote", e.repos.Path(r.ID), "refs/heads/keep"); got == "" {
+		t.Fatal("dryRun \"true\" deleted the branch")
+	}
+	// A string that holds no boolean is still an error naming the field.
+	if msg := e.must(400, "POST", "/rest/api/1.0/projects", e.admin, `{"key":"BAD","name":"x","public":"yes"}`).message(t); !strings.Contains(msg, "public") {
+		t.Fatalf("public \"yes\": %q", msg)
+	}
+}

@@ -5,11 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 
 	"github.com/sluice-scm/sluice/internal/auth"
+	"github.com/sluice-scm/sluice/internal/entity"
 	"github.com/sluice-scm/sluice/internal/problem"
 	"github.com/sluice-scm/sluice/internal/pull"
 	"github.com/sluice-scm/sluice/internal/store"
@@ -24,10 +24,10 @@ const pullsBase = repository + "/pull-requests"
 
 func (s *server) pullRoutes() []route {
 	ver := qreq("version", "the version of the pull request the caller read")
+	verOpt := q("version", "the version of the pull request the caller read, unless the JSON body has it")
 	return []route{
 		{Method: "GET", Pattern: pullsBase, Summary: "List pull requests", Paged: true,
-			Query:  []param{q("state", "OPEN (default), MERGED, DECLINED or ALL"), q("order", "NEWEST (default) or OLDEST")},
-			handle: (*call).listPulls},
+			Query: pullListParams(), handle: (*call).listPulls},
 		{Method: "POST", Pattern: pullsBase, Summary: "Open a pull request", Success: 201,
 			Body: "{title, description, fromRef: {id, repository: {slug, project: {key}}}, toRef: {id}, reviewers: [{user: {name}}]}", handle: (*call).createPull},
 		{Method: "GET", Pattern: pullsBase + "/{id}", Summary: "Get a pull request", handle: (*call).getPull},
@@ -42,15 +42,17 @@ func (s *server) pullRoutes() []route {
 			Query: []param{q("whitespace", "ignore-all to ignore whitespace changes")}, handle: (*call).pullDiff},
 		{Method: "GET", Pattern: pullsBase + "/{id}/merge", Summary: "Whether the pull request can be merged, with every failed check and the conflicts",
 			Query: []param{q("strategyId", "merge strategy to test; default: the repository's")}, handle: (*call).canMerge},
-		{Method: "POST", Pattern: pullsBase + "/{id}/merge", Summary: "Merge (REPO_WRITE)",
-			Query: []param{ver}, Body: "{strategyId, message, autoSubject, deleteSourceBranch}", handle: (*call).mergePull},
+		{Method: "POST", Pattern: pullsBase + "/{id}/merge", Summary: "Merge (REPO_WRITE); version in the JSON body or the query",
+			Query: []param{verOpt}, Body: "{version, strategyId, message, autoSubject, deleteSourceBranch}", handle: (*call).mergePull},
 		{Method: "POST", Pattern: pullsBase + "/{id}/approve", Summary: "Approve", handle: (*call).approve},
 		{Method: "DELETE", Pattern: pullsBase + "/{id}/approve", Summary: "Withdraw an approval", handle: (*call).unapprove},
 		{Method: "GET", Pattern: pullsBase + "/{id}/participants", Summary: "List participants", Paged: true, handle: (*call).listParticipants},
 		{Method: "PUT", Pattern: pullsBase + "/{id}/participants/{userSlug}", Summary: "Set one's own review status",
 			Body: "{status: APPROVED|NEEDS_WORK|UNAPPROVED}", handle: (*call).setParticipant},
-		{Method: "POST", Pattern: pullsBase + "/{id}/decline", Summary: "Decline (author or REPO_WRITE)", Query: []param{ver}, handle: (*call).declinePull},
-		{Method: "POST", Pattern: pullsBase + "/{id}/reopen", Summary: "Reopen (author or REPO_WRITE)", Query: []param{ver}, handle: (*call).reopenPull},
+		{Method: "POST", Pattern: pullsBase + "/{id}/decline", Summary: "Decline (author or REPO_WRITE); version in the JSON body or the query",
+			Query: []param{verOpt}, Body: "{version}", handle: (*call).declinePull},
+		{Method: "POST", Pattern: pullsBase + "/{id}/reopen", Summary: "Reopen (author or REPO_WRITE); version in the JSON body or the query",
+			Query: []param{verOpt}, Body: "{version}", handle: (*call).reopenPull},
 		{Method: "GET", Pattern: pullsBase + "/{id}/comments", Summary: "List comments", Paged: true,
 			Query: []param{q("path", "only inline comments on this file")}, handle: (*call).listComments},
 		{Method: "POST", Pattern: pullsBase + "/{id}/comments", Summary: "Comment, reply (parent) or comment on a line (anchor)", Success: 201,
@@ -63,43 +65,6 @@ func (s *server) pullRoutes() []route {
 		{Method: "GET", Pattern: pullsBase + "/{id}/tasks", Summary: "List tasks (BLOCKER comments)", Paged: true, handle: (*call).listTasks},
 		{Method: "GET", Pattern: pullsBase + "/{id}/activities", Summary: "Activity, newest first", Paged: true, handle: (*call).listActivities},
 	}
-}
-
-type pullRefJSON struct {
-	ID           string    `json:"id"`
-	DisplayID    string    `json:"displayId"`
-	LatestCommit string    `json:"latestCommit"`
-	Type         string    `json:"type"`
-	Repository   *repoJSON `json:"repository,omitempty"`
-}
-
-type participantJSON struct {
-	User     userJSON `json:"user"`
-	Role     string   `json:"role"`
-	Approved bool     `json:"approved"`
-	Status   string   `json:"status"`
-}
-
-type pullJSON struct {
-	ID              int64             `json:"id"`
-	Version         int64             `json:"version"`
-	Title           string            `json:"title"`
-	Description     string            `json:"description,omitempty"`
-	DescriptionHTML string            `json:"descriptionHtml,omitempty"`
-	State           string            `json:"state"`
-	Open            bool              `json:"open"`
-	Closed          bool              `json:"closed"`
-	CreatedDate     int64             `json:"createdDate"`
-	UpdatedDate     int64             `json:"updatedDate"`
-	ClosedDate      int64             `json:"closedDate,omitempty"`
-	FromRef         pullRefJSON       `json:"fromRef"`
-	ToRef           pullRefJSON       `json:"toRef"`
-	Locked          bool              `json:"locked"`
-	Author          *participantJSON  `json:"author,omitempty"`
-	Reviewers       []participantJSON `json:"reviewers"`
-	Participants    []participantJSON `json:"participants"`
-	Properties      map[string]any    `json:"properties"`
-	Links           linksJSON         `json:"links"`
 }
 
 // pullRef reads the {id} pull request of a repository the caller may act
@@ -141,7 +106,7 @@ func (c *call) userByID(id int64, cache map[int64]*store.User) *store.User {
 	}
 	u, err := c.s.Store.UserByID(c.ctx, id)
 	if err != nil {
-		u = &store.User{ID: id, Name: "deleted-user-" + strconv.FormatInt(id, 10), DisplayName: "Deleted user"}
+		u = entity.DeletedUser(id)
 	}
 	cache[id] = u
 	return u
@@ -149,31 +114,16 @@ func (c *call) userByID(id int64, cache map[int64]*store.User) *store.User {
 
 func (c *call) pullJSON(proj *store.Project, target *store.Repository, pr *store.PullRequest, withParticipants bool) (pullJSON, error) {
 	users := map[int64]*store.User{}
-	out := pullJSON{
-		ID: pr.Number, Version: pr.Version, Title: pr.Title, Description: pr.Description,
-		DescriptionHTML: pull.RenderMarkdown(pr.Description), State: pr.State,
-		Open: pr.State == store.PullOpen, Closed: pr.State != store.PullOpen,
-		CreatedDate: millis(pr.CreatedAt), UpdatedDate: millis(pr.UpdatedAt),
-		Reviewers: []participantJSON{}, Participants: []participantJSON{},
-		Properties: map[string]any{"mergeResult": map[string]any{"outcome": pr.MergeStatus, "current": true}},
-		Links: linksJSON{Self: c.s.link("/projects/" + url.PathEscape(target.ProjectKey) + "/repos/" + url.PathEscape(target.Slug) +
-			"/pull-requests/" + strconv.FormatInt(pr.Number, 10))},
-	}
-	if pr.ClosedAt != nil {
-		out.ClosedDate = millis(*pr.ClosedAt)
-	}
-	tj := c.s.repoJSON(target, proj)
-	out.ToRef = pullRefJSON{ID: pr.ToRef, DisplayID: strings.TrimPrefix(pr.ToRef, "refs/heads/"), LatestCommit: pr.ToSHA, Type: "BRANCH", Repository: &tj}
-	out.FromRef = pullRefJSON{ID: pr.FromRef, DisplayID: strings.TrimPrefix(pr.FromRef, "refs/heads/"), LatestCommit: pr.FromSHA, Type: "BRANCH", Repository: &tj}
+	ent := c.s.entities()
+	tj := ent.Repository(target, proj)
+	fj := &tj
 	if pr.FromRepoID != pr.RepoID {
 		if fr, err := c.s.Store.RepoByID(c.ctx, pr.FromRepoID); err == nil {
-			fj := c.s.repoJSON(fr, nil)
-			out.FromRef.Repository = &fj
+			r := ent.Repository(fr, nil)
+			fj = &r
 		}
 	}
-	if pr.MergeStatus == "CONFLICTED" {
-		out.Properties["mergeResult"] = map[string]any{"outcome": "CONFLICTED", "current": true, "conflicts": strings.Split(pr.Conflicts, "\n")}
-	}
+	out := ent.PullRequest(pr, &tj, fj)
 	if !withParticipants {
 		return out, nil
 	}
@@ -181,49 +131,10 @@ func (c *call) pullJSON(proj *store.Project, target *store.Repository, pr *store
 	if err != nil {
 		return out, err
 	}
-	for _, pt := range parts {
-		pj := participantJSON{User: c.s.userJSON(c.userByID(pt.UserID, users)), Role: pt.Role, Status: pt.Status,
-			Approved: pt.Status == store.StatusApproved}
-		switch pt.Role {
-		case store.RoleAuthor:
-			out.Author = &pj
-		case store.RoleReviewer:
-			out.Reviewers = append(out.Reviewers, pj)
-		default:
-			out.Participants = append(out.Participants, pj)
-		}
+	for i := range parts {
+		out.AddParticipant(ent.Participant(&parts[i], c.userByID(parts[i].UserID, users)))
 	}
 	return out, nil
-}
-
-func (c *call) listPulls() error {
-	proj, r, err := c.repoFor(auth.Read)
-	if err != nil {
-		return err
-	}
-	pg, err := c.page()
-	if err != nil {
-		return err
-	}
-	state := strings.ToUpper(c.query("state"))
-	if state == "" {
-		state = store.PullOpen
-	}
-	prs, err := c.s.Pulls.List(c.ctx, store.PullFilter{RepoID: r.ID, State: state, Oldest: strings.EqualFold(c.query("order"), "OLDEST")}, probe(pg))
-	if err != nil {
-		return err
-	}
-	page := newPage(prs, pg)
-	out := pageJSON[pullJSON]{Size: page.Size, Limit: page.Limit, Start: page.Start, IsLastPage: page.IsLastPage,
-		NextPageStart: page.NextPageStart, Values: []pullJSON{}}
-	for i := range page.Values {
-		pj, err := c.pullJSON(proj, r, &page.Values[i], true)
-		if err != nil {
-			return err
-		}
-		out.Values = append(out.Values, pj)
-	}
-	return c.json(out)
 }
 
 type refInput struct {
@@ -460,21 +371,34 @@ func (c *call) versionParam() (int64, error) {
 	return v, nil
 }
 
+// versionOf is the version a merge, decline or reopen names: the JSON
+// body's, which Bitbucket also reads there, else the query's.
+func (c *call) versionOf(body *int64) (int64, error) {
+	if body == nil {
+		return c.versionParam()
+	}
+	if *body < 0 {
+		return 0, problem.New(problem.Invalid, "version must be a non-negative integer")
+	}
+	return *body, nil
+}
+
 func (c *call) mergePull() error {
 	proj, r, pr, err := c.pullRef(auth.Write)
 	if err != nil {
 		return err
 	}
-	v, err := c.versionParam()
-	if err != nil {
-		return err
-	}
 	var in struct {
+		Version            *int64 `json:"version"`
 		StrategyID         string `json:"strategyId"`
 		Message            string `json:"message"`
 		DeleteSourceBranch bool   `json:"deleteSourceBranch"`
 	}
 	if err := c.decode(&in, true); err != nil {
+		return err
+	}
+	v, err := c.versionOf(in.Version)
+	if err != nil {
 		return err
 	}
 	merged, err := c.s.Pulls.Merge(c.ctx, c.p, r, pr, pull.MergeOptions{Version: v, Strategy: in.StrategyID, Message: in.Message,
@@ -510,8 +434,7 @@ func (c *call) review(status string) error {
 }
 
 func (c *call) participantJSON(pt *store.Participant) participantJSON {
-	u := c.userByID(pt.UserID, map[int64]*store.User{})
-	return participantJSON{User: c.s.userJSON(u), Role: pt.Role, Status: pt.Status, Approved: pt.Status == store.StatusApproved}
+	return c.s.entities().Participant(pt, c.userByID(pt.UserID, map[int64]*store.User{}))
 }
 
 func (c *call) approve() error   { return c.review(store.StatusApproved) }
@@ -585,7 +508,13 @@ func (c *call) closeOrReopen(reopen bool) error {
 	if err != nil {
 		return err
 	}
-	v, err := c.versionParam()
+	var in struct {
+		Version *int64 `json:"version"`
+	}
+	if err := c.decode(&in, true); err != nil {
+		return err
+	}
+	v, err := c.versionOf(in.Version)
 	if err != nil {
 		return err
 	}
@@ -605,40 +534,8 @@ func (c *call) closeOrReopen(reopen bool) error {
 	return c.json(pj)
 }
 
-type anchorJSON struct {
-	Path     string `json:"path"`
-	Line     int    `json:"line,omitempty"`
-	LineType string `json:"lineType,omitempty"`
-	FileType string `json:"fileType,omitempty"`
-	FromHash string `json:"fromHash,omitempty"`
-	ToHash   string `json:"toHash,omitempty"`
-	Orphaned bool   `json:"orphaned"`
-}
-
-type commentJSON struct {
-	ID          int64         `json:"id"`
-	Version     int64         `json:"version"`
-	Text        string        `json:"text"`
-	HTML        string        `json:"html"`
-	Author      userJSON      `json:"author"`
-	CreatedDate int64         `json:"createdDate"`
-	UpdatedDate int64         `json:"updatedDate"`
-	Severity    string        `json:"severity"`
-	State       string        `json:"state"`
-	Anchor      *anchorJSON   `json:"anchor,omitempty"`
-	ParentID    int64         `json:"parentId,omitempty"`
-	Comments    []commentJSON `json:"comments"`
-}
-
 func (c *call) commentJSON(cm *store.PullComment, users map[int64]*store.User) commentJSON {
-	out := commentJSON{ID: cm.ID, Version: cm.Version, Text: cm.Text, HTML: pull.RenderMarkdown(cm.Text),
-		Author: c.s.userJSON(c.userByID(cm.AuthorID, users)), CreatedDate: millis(cm.Created), UpdatedDate: millis(cm.Updated),
-		Severity: cm.Severity, State: cm.State, ParentID: cm.ParentID, Comments: []commentJSON{}}
-	if cm.Path != "" {
-		out.Anchor = &anchorJSON{Path: cm.Path, Line: cm.Line, LineType: cm.LineType, FileType: cm.FileType,
-			FromHash: cm.FromSHA, ToHash: cm.ToSHA, Orphaned: cm.Outdated}
-	}
-	return out
+	return c.s.entities().Comment(cm, c.userByID(cm.AuthorID, users))
 }
 
 // threads nests replies under their parents and returns the top-level

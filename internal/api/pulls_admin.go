@@ -2,7 +2,6 @@ package api
 
 import (
 	"encoding/json"
-	"net/http"
 	"strconv"
 	"strings"
 
@@ -40,12 +39,6 @@ func (s *server) pullAdminRoutes() []route {
 			Body:   "{defaultStrategy, strategies, checks: {minApprovals, noNeedsWork, noOpenTasks, minSuccessfulBuilds}, defaultReviewers}",
 			handle: (*call).putPullSettings},
 
-		{Method: "GET", Pattern: repository + "/webhooks", Summary: "List webhooks (REPO_ADMIN)", Paged: true, handle: (*call).listWebhooks},
-		{Method: "POST", Pattern: repository + "/webhooks", Summary: "Add a webhook (REPO_ADMIN)", Success: 201,
-			Body: "{name, url, events, active, configuration: {secret}}", handle: (*call).createWebhook},
-		{Method: "DELETE", Pattern: repository + "/webhooks/{webhookId}", Summary: "Remove a webhook (REPO_ADMIN)", Success: 204, handle: (*call).deleteWebhook},
-		{Method: "GET", Pattern: repository + "/webhooks/{webhookId}/deliveries", Summary: "A webhook's delivery log (REPO_ADMIN)", Paged: true,
-			handle: (*call).listDeliveries},
 	}...)
 }
 
@@ -253,115 +246,3 @@ func (c *call) putPullSettings() error {
 	return c.json(st)
 }
 
-type webhookJSON struct {
-	ID            int64             `json:"id"`
-	Name          string            `json:"name"`
-	URL           string            `json:"url"`
-	Events        []string          `json:"events"`
-	Active        bool              `json:"active"`
-	CreatedDate   int64             `json:"createdDate"`
-	Configuration map[string]string `json:"configuration"`
-}
-
-func webhookOut(h *store.Webhook) webhookJSON {
-	cfg := map[string]string{}
-	if h.Secret != "" {
-		cfg["secret"] = "********" // never shown again
-	}
-	return webhookJSON{ID: h.ID, Name: h.Name, URL: h.URL, Events: h.Events, Active: h.Active, CreatedDate: millis(h.CreatedAt), Configuration: cfg}
-}
-
-func (c *call) listWebhooks() error {
-	_, r, err := c.repoFor(auth.Admin)
-	if err != nil {
-		return err
-	}
-	pg, err := c.page()
-	if err != nil {
-		return err
-	}
-	hs, err := c.s.Pulls.Webhooks(c.ctx, r.ID)
-	if err != nil {
-		return err
-	}
-	return c.json(mapPage(slicePage(hs, pg), func(h store.Webhook) webhookJSON { return webhookOut(&h) }))
-}
-
-func (c *call) createWebhook() error {
-	_, r, err := c.repoFor(auth.Admin)
-	if err != nil {
-		return err
-	}
-	var in struct {
-		Name          string            `json:"name"`
-		URL           string            `json:"url"`
-		Events        []string          `json:"events"`
-		Active        *bool             `json:"active"`
-		Configuration map[string]string `json:"configuration"`
-	}
-	if err := c.decode(&in, false); err != nil {
-		return err
-	}
-	h := &store.Webhook{RepoID: r.ID, Name: in.Name, URL: in.URL, Events: in.Events, Active: in.Active == nil || *in.Active,
-		Secret: in.Configuration["secret"]}
-	if err := c.s.Pulls.CreateWebhook(c.ctx, h); err != nil {
-		return err
-	}
-	return c.jsonStatus(http.StatusCreated, webhookOut(h))
-}
-
-func (c *call) webhookID() (int64, error) {
-	id, err := strconv.ParseInt(c.path("webhookId"), 10, 64)
-	if err != nil || id <= 0 {
-		return 0, problem.New(problem.NotFound, "webhook not found")
-	}
-	return id, nil
-}
-
-func (c *call) deleteWebhook() error {
-	_, r, err := c.repoFor(auth.Admin)
-	if err != nil {
-		return err
-	}
-	id, err := c.webhookID()
-	if err != nil {
-		return err
-	}
-	if err := c.s.Pulls.DeleteWebhook(c.ctx, r.ID, id); err != nil {
-		return err
-	}
-	return c.noContent()
-}
-
-func (c *call) listDeliveries() error {
-	_, r, err := c.repoFor(auth.Admin)
-	if err != nil {
-		return err
-	}
-	id, err := c.webhookID()
-	if err != nil {
-		return err
-	}
-	pg, err := c.page()
-	if err != nil {
-		return err
-	}
-	ds, err := c.s.Pulls.Deliveries(c.ctx, r.ID, id, probe(pg))
-	if err != nil {
-		return err
-	}
-	type deliveryJSON struct {
-		ID          int64  `json:"id"`
-		Event       string `json:"event"`
-		Attempts    int    `json:"attempts"`
-		StatusCode  int    `json:"statusCode,omitempty"`
-		Error       string `json:"error,omitempty"`
-		Delivered   bool   `json:"delivered"`
-		CreatedDate int64  `json:"createdDate"`
-		UpdatedDate int64  `json:"updatedDate"`
-	}
-	return c.json(mapPage(newPage(ds, pg), func(d store.WebhookDelivery) deliveryJSON {
-		return deliveryJSON{ID: d.ID, Event: d.Event, Attempts: d.Attempts, StatusCode: d.StatusCode, Error: d.Error,
-			Delivered: d.Delivered, CreatedDate: millis(d.CreatedAt), UpdatedDate: millis(d.UpdatedAt)}
-	}))
-}

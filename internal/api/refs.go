@@ -23,15 +23,6 @@ import (
 // records it and bumps the refs generation as for a push (pack caches
 // keyed on the generation then cannot serve stale data).
 
-type refJSON struct {
-	ID              string `json:"id"`
-	DisplayID       string `json:"displayId"`
-	Type            string `json:"type"`
-	LatestCommit    string `json:"latestCommit,omitempty"`
-	LatestChangeset string `json:"latestChangeset,omitempty"`
-	IsDefault       bool   `json:"isDefault"`
-}
-
 func refOf(r repo.Ref, typ string) refJSON {
 	return refJSON{ID: r.Name, DisplayID: r.DisplayID, Type: typ, LatestCommit: r.LatestCommit,
 		LatestChangeset: r.LatestCommit, IsDefault: r.IsDefault}

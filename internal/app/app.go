@@ -48,6 +48,7 @@ import (
 	"github.com/sluice-scm/sluice/internal/sshd"
 	"github.com/sluice-scm/sluice/internal/store"
 	"github.com/sluice-scm/sluice/internal/throttle"
+	"github.com/sluice-scm/sluice/internal/webhook"
 )
 
 // Version is set at build time with -ldflags.
@@ -101,6 +102,7 @@ type App struct {
 	Throttle *throttle.Throttle
 	Handler  http.Handler
 	Pulls    *pull.Service
+	Webhooks *webhook.Service
 	// SSH is nil when server.ssh_addr is empty.
 	SSH *sshd.Server
 	// ready answers /readyz and whether writes are refused (readiness.go).
@@ -699,6 +701,7 @@ func (a *App) routes() http.Handler {
 			Throttle:   a.Throttle,
 			PackCache:  packCache,
 			Pulls:      a.Pulls,
+			Webhooks:   a.Webhooks,
 			Cluster:    clusterStatus{a},
 		})
 	})

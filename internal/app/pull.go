@@ -3,15 +3,37 @@ package app
 import (
 	"fmt"
 
+	"github.com/sluice-scm/sluice/internal/entity"
 	"github.com/sluice-scm/sluice/internal/pull"
 	"github.com/sluice-scm/sluice/internal/repo"
+	"github.com/sluice-scm/sluice/internal/webhook"
 )
 
-// newPulls builds the pull request service. It registers its job handlers,
-// so it must run before the job queue is first used, and it installs the
-// branch permission policy in the hooks server.
+// newPulls builds the webhooks and the pull request service. Both
+// register job handlers, so this must run before the job queue is first
+// used; pull installs the branch permission policy in the hooks server.
 func (a *App) newPulls() error {
 	cfg := a.Config
+	hooks, err := webhook.New(webhook.Deps{
+		Store: a.DB,
+		Jobs:  a.Jobs,
+		// Payload links carry the bound address, known after Listen.
+		Entities: func() *entity.Renderer {
+			return &entity.Renderer{BaseURL: a.BaseURL(), SSHBaseURL: a.SSHBaseURL(), Markdown: pull.RenderMarkdown}
+		},
+		Logger:     a.Logger,
+		Registerer: a.Registry,
+		Config:     webhook.Config{Allow: cfg.WebhookAllow()},
+	})
+	if err != nil {
+		return fmt.Errorf("webhooks: %w", err)
+	}
+	a.Webhooks = hooks
+	a.closers = append(a.closers, func() error { hooks.Close(); return nil })
+	// Every ref move a request made (push, REST, merge) is announced
+	// as repo:refs_changed once the request ends.
+	a.Hooks.OnPushed(hooks.OnPushed)
+
 	p, err := pull.New(pull.Deps{
 		Store:         a.Store,
 		Pulls:         a.DB,
@@ -21,11 +43,11 @@ func (a *App) newPulls() error {
 		Git:           a.Git,
 		Hooks:         a.Hooks,
 		Jobs:          a.Jobs,
+		Webhooks:      hooks,
 		Logger:        a.Logger,
 		Registerer:    a.Registry,
 		Config: pull.Config{
-			WebhookAllow: cfg.WebhookAllow(),
-			PushLimits:   repo.PushLimits{MaxBlobSize: int64(cfg.Git.MaxBlobSize), MaxTreeDepth: cfg.Git.MaxTreeDepth},
+			PushLimits: repo.PushLimits{MaxBlobSize: int64(cfg.Git.MaxBlobSize), MaxTreeDepth: cfg.Git.MaxTreeDepth},
 			SMTP: pull.SMTPConfig{
 				Host:     cfg.SMTP.Host,
 				Port:     cfg.SMTP.Port,

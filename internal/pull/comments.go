@@ -11,6 +11,7 @@ import (
 	"github.com/sluice-scm/sluice/internal/auth"
 	"github.com/sluice-scm/sluice/internal/problem"
 	"github.com/sluice-scm/sluice/internal/store"
+	"github.com/sluice-scm/sluice/internal/webhook"
 )
 
 func nowUTC() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
@@ -74,7 +75,7 @@ func (s *Service) AddComment(ctx context.Context, p *auth.Principal, pr *store.P
 		return nil, err
 	}
 	s.activity(ctx, pr.ID, p.UserID, "COMMENTED", c.ID, map[string]string{"commentAction": "ADDED"})
-	s.emit(ctx, pr, "pr:comment:added", p)
+	s.announce(ctx, pr, webhook.PRCommentAdded, p, webhook.PullEvent{Comment: c})
 	s.notify(notifyArgs{Kind: store.NotifyComment, PRID: pr.ID, ActorID: p.UserID, CommentID: c.ID})
 	return c, nil
 }
@@ -132,6 +133,7 @@ func (s *Service) UpdateComment(ctx context.Context, p *auth.Principal, pr *stor
 	if err != nil {
 		return nil, err
 	}
+	previous := c.Text
 	if up.Text != nil && *up.Text != c.Text {
 		if actorID(p) != c.AuthorID {
 			return nil, problem.New(problem.Forbidden, "only the author can edit a comment")
@@ -157,6 +159,7 @@ func (s *Service) UpdateComment(ctx context.Context, p *auth.Principal, pr *stor
 		return nil, err
 	}
 	s.activity(ctx, pr.ID, actorID(p), "COMMENTED", c.ID, map[string]string{"commentAction": "EDITED"})
+	s.announce(ctx, pr, webhook.PRCommentEdited, p, webhook.PullEvent{Comment: c, PreviousComment: &previous})
 	return c, nil
 }
 
@@ -182,6 +185,7 @@ func (s *Service) DeleteComment(ctx context.Context, p *auth.Principal, pr *stor
 		return err
 	}
 	s.activity(ctx, pr.ID, actorID(p), "COMMENTED", 0, map[string]any{"commentAction": "DELETED", "commentId": id})
+	s.announce(ctx, pr, webhook.PRCommentDeleted, p, webhook.PullEvent{Comment: c})
 	return nil
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/sluice-scm/sluice/internal/auth"
 	"github.com/sluice-scm/sluice/internal/problem"
 	"github.com/sluice-scm/sluice/internal/store"
+	"github.com/sluice-scm/sluice/internal/webhook"
 )
 
 // Veto is one failed merge check.
@@ -346,7 +347,7 @@ func (s *Service) Merge(ctx context.Context, p *auth.Principal, target *store.Re
 			s.logger.Warn("delete source branch after merge", "pr_id", pr.ID, "err", err)
 		}
 	}
-	s.emit(ctx, merged, "pr:merged", p)
+	s.announce(ctx, merged, webhook.PRMerged, p, webhook.PullEvent{MergeCommit: tip})
 	s.notify(notifyArgs{Kind: store.NotifyMerged, PRID: pr.ID, ActorID: actorID(p)})
 	return merged, nil
 }

@@ -1,6 +1,7 @@
 // Package pull is Sluice's pull requests: creation, reviews, comments and
 // their drift, the precomputed diff, merge checks, merges without a work
-// tree, branch permissions and webhooks.
+// tree and branch permissions. What happens to a pull request is
+// announced to an Announcer (package webhook) handed in at construction.
 //
 // The design follows the lessons Bitbucket Cloud wrote down (see
 // shared/REFERENCES.md): do the expensive work once, in the background,
@@ -105,7 +106,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"net/netip"
 	"strings"
 	"time"
 
@@ -124,7 +124,6 @@ import (
 const (
 	JobRescope = "pull-rescope" // {repo_id, refs}: a branch moved
 	JobPrepare = "pull-prepare" // {pr_id}: diff, diffstat, merge preview
-	JobWebhook = "pull-webhook" // {delivery_id}: one webhook delivery
 )
 
 // Config holds the limits of the service. Zero values mean the defaults.
@@ -139,13 +138,6 @@ type Config struct {
 	// MergeRetries is how often a merge recomputes on a target that moved
 	// under it before it answers with a retryable conflict (default 5).
 	MergeRetries int
-	// WebhookAllow lists networks webhooks may reach even though they are
-	// loopback, private or link-local (all refused otherwise).
-	WebhookAllow []netip.Prefix
-	// WebhookTimeout bounds one delivery attempt (default 10 s).
-	WebhookTimeout time.Duration
-	// WebhookAttempts bounds deliveries of one event (default 5).
-	WebhookAttempts int
 	// SMTP sends notification email; an empty Host sends none.
 	SMTP SMTPConfig
 	// PushLimits bound the objects one push may add (git.max_blob_size,
@@ -166,12 +158,6 @@ func (c *Config) defaults() {
 	if c.MergeRetries <= 0 {
 		c.MergeRetries = 5
 	}
-	if c.WebhookTimeout <= 0 {
-		c.WebhookTimeout = 10 * time.Second
-	}
-	if c.WebhookAttempts <= 0 {
-		c.WebhookAttempts = 5
-	}
 	if c.SMTP.Port <= 0 {
 		c.SMTP.Port = 25
 	}
@@ -188,11 +174,13 @@ type Deps struct {
 	Notifications store.NotificationStore
 	// Auth, when set, keeps notifications from users who can no longer
 	// read the repository.
-	Auth       *auth.Service
-	Repos      *repo.Manager
-	Git        *gitcmd.Runner
-	Hooks      *hooks.Server
-	Jobs       *jobs.Queue
+	Auth  *auth.Service
+	Repos *repo.Manager
+	Git   *gitcmd.Runner
+	Hooks *hooks.Server
+	Jobs  *jobs.Queue
+	// Webhooks hears pull request events; nil announces nothing.
+	Webhooks   Announcer
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer
 	Config     Config
@@ -217,14 +205,13 @@ type Service struct {
 	outcomes outcomeCache
 	mem      memCache
 	merging  branchLocks
-	webhook  *webhookClient
+	webhooks Announcer
 }
 
 type metrics struct {
-	merges     *prometheus.HistogramVec
-	diffs      *prometheus.CounterVec
-	rescopes   prometheus.Counter
-	deliveries *prometheus.CounterVec
+	merges   *prometheus.HistogramVec
+	diffs    *prometheus.CounterVec
+	rescopes prometheus.Counter
 	// mergeStatus counts CanMerge's merge status lookups by where the
 	// answer came from: memory, stored (the pull request row), joined
 	// (another caller's dry run) or computed (a dry run).
@@ -256,10 +243,6 @@ func New(d Deps) (*Service, error) {
 			Name: "sluice_pull_rescopes_total",
 			Help: "Pull requests rescoped because a branch moved.",
 		}),
-		deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "sluice_pull_webhook_deliveries_total",
-			Help: "Webhook delivery attempts, by outcome.",
-		}, []string{"outcome"}),
 		mergeStatus: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_pull_merge_status_lookups_total",
 			Help: "Merge status lookups of CanMerge, by source (memory, stored, joined, computed).",
@@ -270,7 +253,7 @@ func New(d Deps) (*Service, error) {
 		}, []string{"outcome"}),
 	}
 	if d.Registerer != nil {
-		for _, c := range []prometheus.Collector{m.merges, m.diffs, m.rescopes, m.deliveries, m.mergeStatus, m.forkChecks} {
+		for _, c := range []prometheus.Collector{m.merges, m.diffs, m.rescopes, m.mergeStatus, m.forkChecks} {
 			if err := d.Registerer.Register(c); err != nil {
 				return nil, fmt.Errorf("register pull metrics: %w", err)
 			}
@@ -278,18 +261,15 @@ func New(d Deps) (*Service, error) {
 	}
 	s := &Service{
 		st: d.Store, ps: d.Pulls, notes: d.Notifications, auth: d.Auth, repos: d.Repos, git: d.Git, hooks: d.Hooks, jobs: d.Jobs,
-		logger: d.Logger.With("component", "pull"), cfg: d.Config, metrics: m,
+		logger: d.Logger.With("component", "pull"), cfg: d.Config, metrics: m, webhooks: d.Webhooks,
 	}
-	s.webhook = newWebhookClient(d.Config.WebhookAllow, d.Config.WebhookTimeout)
 	if s.jobs != nil {
 		s.jobs.Handle(JobRescope, s.runRescope)
 		s.jobs.Handle(JobPrepare, s.runPrepare)
-		s.jobs.Handle(JobWebhook, s.runWebhook)
 		s.jobs.Handle(JobNotify, s.runNotify)
 	}
 	if s.hooks != nil {
 		s.hooks.OnRefsChanged(s.refsChanged)
-		s.hooks.OnPushed(s.OnPushed)
 		s.hooks.SetPolicy(s)
 	}
 	return s, nil

@@ -10,6 +10,7 @@ import (
 	"github.com/sluice-scm/sluice/internal/hooks"
 	"github.com/sluice-scm/sluice/internal/problem"
 	"github.com/sluice-scm/sluice/internal/store"
+	"github.com/sluice-scm/sluice/internal/webhook"
 )
 
 type rescopeArgs struct {
@@ -130,10 +131,15 @@ func (s *Service) Rescope(ctx context.Context, pr *store.PullRequest) error {
 	s.metrics.rescopes.Inc()
 	if upd.FromSHA != pr.FromSHA {
 		s.activity(ctx, pr.ID, 0, "RESCOPED", 0, map[string]string{"fromHash": upd.FromSHA, "previousFromHash": pr.FromSHA})
-		s.emit(ctx, &upd, "pr:from_ref_updated", nil)
+		s.announce(ctx, &upd, webhook.PRFromRefUpdated, nil, webhook.PullEvent{PreviousFromHash: pr.FromSHA})
 		if err := s.resetApprovals(ctx, &upd); err != nil {
 			return err
 		}
+	}
+	if upd.ToSHA != pr.ToSHA {
+		// The target moved (a push, another pull request merged): the
+		// diff and mergeability of this one may have changed.
+		s.announce(ctx, &upd, webhook.PRToRefUpdated, nil, webhook.PullEvent{PreviousToHash: pr.ToSHA})
 	}
 	if err := s.drift(ctx, &upd, pr.BaseSHA, pr.FromSHA); err != nil {
 		s.logger.Warn("comment drift", "pr_id", pr.ID, "err", err)

@@ -7,9 +7,11 @@ import (
 	"unicode/utf8"
 
 	"github.com/sluice-scm/sluice/internal/auth"
+	"github.com/sluice-scm/sluice/internal/entity"
 	"github.com/sluice-scm/sluice/internal/problem"
 	"github.com/sluice-scm/sluice/internal/repo"
 	"github.com/sluice-scm/sluice/internal/store"
+	"github.com/sluice-scm/sluice/internal/webhook"
 )
 
 // Limits on user text, as Bitbucket's: a title of 255 characters and a
@@ -294,9 +296,10 @@ func (s *Service) Update(ctx context.Context, p *auth.Principal, pr *store.PullR
 	if err := s.ps.UpdatePullRequest(ctx, &upd, req.Version); err != nil {
 		return nil, err
 	}
+	var added, removed []int64
 	if req.Reviewers != nil {
-		added, err := s.setReviewers(ctx, &upd, *req.Reviewers)
-		if err != nil {
+		var err error
+		if added, removed, err = s.setReviewers(ctx, &upd, *req.Reviewers); err != nil {
 			return nil, err
 		}
 		s.notify(notifyArgs{Kind: store.NotifyReviewRequested, PRID: pr.ID, ActorID: actorID(p), Users: added})
@@ -305,18 +308,32 @@ func (s *Service) Update(ctx context.Context, p *auth.Principal, pr *store.PullR
 	if retarget {
 		s.enqueue(JobRescope, rescopeArgs{RepoID: upd.RepoID, Refs: []string{upd.ToRef}})
 	}
+	// Bitbucket sends pr:modified for title, description and target
+	// changes, with the previous values, and pr:reviewer:updated for the
+	// reviewers; an update that changes neither sends nothing.
+	var mod webhook.PullEvent
+	if upd.Title != pr.Title || upd.Description != pr.Description || retarget {
+		mod.PreviousTitle, mod.PreviousDescription = &pr.Title, &pr.Description
+		if retarget {
+			prev := entity.Ref{ID: pr.ToRef, DisplayID: shortRef(pr.ToRef), Type: entity.Branch, LatestCommit: pr.ToSHA, LatestChangeset: pr.ToSHA}
+			mod.PreviousTarget = &prev
+		}
+		s.announce(ctx, &upd, webhook.PRModified, p, mod)
+	}
+	if len(added) > 0 || len(removed) > 0 {
+		s.announce(ctx, &upd, webhook.PRReviewerUpdated, p, webhook.PullEvent{AddedReviewers: added, RemovedReviewers: removed})
+	}
 	return &upd, nil
 }
 
 // setReviewers makes exactly ids the reviewers: new ones are added
 // unapproved, dropped ones stay as participants with their status. It
-// returns the users who became reviewers.
-func (s *Service) setReviewers(ctx context.Context, pr *store.PullRequest, ids []int64) ([]int64, error) {
+// returns the users who became reviewers and those who stopped being.
+func (s *Service) setReviewers(ctx context.Context, pr *store.PullRequest, ids []int64) (added, removed []int64, err error) {
 	parts, err := s.ps.Participants(ctx, pr.ID)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	var added []int64
 	want := map[int64]bool{}
 	for _, id := range ids {
 		if id != pr.AuthorID {
@@ -328,13 +345,14 @@ func (s *Service) setReviewers(ctx context.Context, pr *store.PullRequest, ids [
 		case pt.Role == store.RoleReviewer && !want[pt.UserID]:
 			pt.Role = store.RoleParticipant
 			if err := s.ps.PutParticipant(ctx, pr.ID, pt); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
+			removed = append(removed, pt.UserID)
 		case pt.Role != store.RoleAuthor && want[pt.UserID]:
 			if pt.Role != store.RoleReviewer {
 				pt.Role = store.RoleReviewer
 				if err := s.ps.PutParticipant(ctx, pr.ID, pt); err != nil {
-					return nil, err
+					return nil, nil, err
 				}
 				added = append(added, pt.UserID)
 			}
@@ -346,11 +364,11 @@ func (s *Service) setReviewers(ctx context.Context, pr *store.PullRequest, ids [
 			continue
 		}
 		if err := s.ps.PutParticipant(ctx, pr.ID, store.Participant{UserID: id, Role: store.RoleReviewer, Status: store.StatusUnapproved}); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		added = append(added, id)
 	}
-	return added, nil
+	return added, removed, nil
 }
 
 // SetStatus records a user's review: APPROVED, NEEDS_WORK or UNAPPROVED.
@@ -390,7 +408,12 @@ func (s *Service) SetStatus(ctx context.Context, p *auth.Principal, pr *store.Pu
 	if prev != status {
 		action := map[string]string{store.StatusApproved: "APPROVED", store.StatusNeedsWork: "REVIEWED", store.StatusUnapproved: "UNAPPROVED"}[status]
 		s.activity(ctx, pr.ID, p.UserID, action, 0, map[string]string{"status": status})
-		s.emit(ctx, pr, "pr:reviewer:"+strings.ToLower(strings.ReplaceAll(status, "_", "")), p)
+		key := map[string]string{store.StatusApproved: webhook.PRReviewerApproved, store.StatusNeedsWork: webhook.PRReviewerNeedsWork,
+			store.StatusUnapproved: webhook.PRReviewerUnapprove}[status]
+		if prev == "" {
+			prev = store.StatusUnapproved // a new participant had not reviewed
+		}
+		s.announce(ctx, pr, key, p, webhook.PullEvent{Participant: &pt, PreviousStatus: prev})
 	}
 	return &pt, nil
 }

@@ -113,6 +113,9 @@ type PullStore interface {
 	CreateWebhook(ctx context.Context, h *Webhook) error
 	WebhookByID(ctx context.Context, id int64) (*Webhook, error)
 	ListWebhooks(ctx context.Context, repoID int64) ([]Webhook, error)
+	// UpdateWebhook rewrites name, URL, secret, events and active of the
+	// webhook h.ID of repository h.RepoID.
+	UpdateWebhook(ctx context.Context, h *Webhook) error
 	DeleteWebhook(ctx context.Context, repoID, id int64) error
 	CreateDelivery(ctx context.Context, d *WebhookDelivery) error
 	DeliveryByID(ctx context.Context, id int64) (*WebhookDelivery, error)
@@ -161,11 +164,15 @@ type PullRequest struct {
 	ClosedAt    *time.Time
 }
 
-// PullFilter selects pull requests of one target repository.
+// PullFilter selects pull requests of one target repository, or, with
+// FromRepoID instead, those whose source branch is in that repository
+// (Bitbucket's OUTGOING direction, which crosses into the repositories
+// forks are merged into).
 type PullFilter struct {
-	RepoID   int64
-	State    string // "" or "ALL": every state
-	AuthorID int64
+	RepoID     int64
+	FromRepoID int64
+	State      string // "" or "ALL": every state
+	AuthorID   int64
 	// Newest first unless Oldest.
 	Oldest bool
 }
@@ -183,7 +190,7 @@ type PullComment struct {
 	ID       int64
 	PRID     int64
 	ParentID int64
-	AuthorID int64
+	AuthorID   int64
 	Text     string
 	Severity string // NORMAL or BLOCKER
 	State    string // OPEN or RESOLVED

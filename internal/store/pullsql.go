@@ -96,6 +96,14 @@ func (d *DB) ListPullRequests(ctx context.Context, f PullFilter, p Page) ([]Pull
 	limit, offset := p.Bounds()
 	where := []string{"repo_id = ?"}
 	args := []any{f.RepoID}
+	// Numbers count per target repository; across targets, creation
+	// order is the id's.
+	orderBy := "number"
+	if f.FromRepoID != 0 && f.RepoID == 0 {
+		where, args, orderBy = []string{"from_repo_id = ?"}, []any{f.FromRepoID}, "id"
+	} else if f.FromRepoID != 0 {
+		where, args = append(where, "from_repo_id = ?"), append(args, f.FromRepoID)
+	}
 	if f.State != "" && f.State != "ALL" {
 		where = append(where, "state = ?")
 		args = append(args, f.State)
@@ -110,7 +118,7 @@ func (d *DB) ListPullRequests(ctx context.Context, f PullFilter, p Page) ([]Pull
 	}
 	args = append(args, limit, offset)
 	rows, err := d.query(ctx, "SELECT "+pullCols+" FROM pull_requests WHERE "+strings.Join(where, " AND ")+
-		" ORDER BY number "+order+" LIMIT ? OFFSET ?", args...)
+		" ORDER BY "+orderBy+" "+order+" LIMIT ? OFFSET ?", args...)
 	if err != nil {
 		return nil, d.fail(err, "list pull requests")
 	}
@@ -569,6 +577,12 @@ func (d *DB) ListWebhooks(ctx context.Context, repoID int64) ([]Webhook, error) 
 		return nil, d.fail(err, "list webhooks")
 	}
 	return collect(rows, d, "list webhooks", scanWebhook)
+}
+
+func (d *DB) UpdateWebhook(ctx context.Context, h *Webhook) error {
+	res, err := d.exec(ctx, "UPDATE webhooks SET name = ?, url = ?, secret = ?, events = ?, active = ? WHERE id = ? AND repo_id = ?",
+		h.Name, h.URL, h.Secret, strings.Join(h.Events, ","), h.Active, h.ID, h.RepoID)
+	return d.mustAffect(res, err, "update webhook", "webhook not found")
 }
 
 func (d *DB) DeleteWebhook(ctx context.Context, repoID, id int64) error {

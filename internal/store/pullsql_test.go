@@ -233,6 +233,17 @@ func runPullStore(t *testing.T, st store.Store) {
 	if ds, _ := ps.ListDeliveries(ctx, h.ID, store.Page{}); len(ds) != 1 {
 		t.Fatalf("deliveries: %+v", ds)
 	}
+	h.Name, h.URL, h.Events, h.Active = "ci2", "https://ci.example/other", []string{"repo:refs_changed"}, false
+	must(ps.UpdateWebhook(ctx, h))
+	if got, err := ps.WebhookByID(ctx, h.ID); err != nil || got.Name != "ci2" || got.URL != h.URL || got.Active ||
+		len(got.Events) != 1 || got.Events[0] != "repo:refs_changed" || got.Secret != "s" {
+		t.Fatalf("updated webhook = %+v, %v", got, err)
+	}
+	other := *h
+	other.RepoID++
+	if err := ps.UpdateWebhook(ctx, &other); !problem.Is(err, problem.NotFound) {
+		t.Fatalf("update through another repository: %v", err)
+	}
 	if err := ps.DeleteWebhook(ctx, r.ID+1, h.ID); !problem.Is(err, problem.NotFound) {
 		t.Fatalf("delete from another repository: %v", err)
 	}
