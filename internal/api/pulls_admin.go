@@ -38,7 +38,6 @@ func (s *server) pullAdminRoutes() []route {
 		{Method: "POST", Pattern: repository + "/settings/pull-requests", Summary: "Change pull request settings (REPO_ADMIN)",
 			Body:   "{defaultStrategy, strategies, checks: {minApprovals, noNeedsWork, noOpenTasks, minSuccessfulBuilds}, defaultReviewers}",
 			handle: (*call).putPullSettings},
-
 	}...)
 }
 
@@ -245,4 +244,3 @@ func (c *call) putPullSettings() error {
 	}
 	return c.json(st)
 }
-

@@ -367,7 +367,7 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger, opts Optio
 			MaxSessions:        cfg.Server.SSHMaxSessions,
 			MaxUnauthenticated: cfg.Server.SSHMaxUnauthenticated,
 			ProxyProtocol:      cfg.Server.ProxyProtocol,
-			TrustedProxies:     cfg.Server.TrustedProxies,
+			TrustedProxies:     cfg.TrustedProxyNets(),
 			HandshakeTimeout:   cfg.Server.SSHHandshakeTimeout.Duration,
 			AuthTimeout:        cfg.Server.SSHAuthTimeout.Duration,
 			ReadOnly:           a.ready.ReadOnly,
@@ -714,5 +714,5 @@ func (a *App) routes() http.Handler {
 	mux.Handle("GET /readyz", a.ready)
 	a.debugRoutes(mux)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(a.Registry, promhttp.HandlerOpts{Registry: a.Registry}))
-	return newRequestLog(mux, a.Logger, a.Registry, a.Config.Server.TrustedProxies)
+	return newRequestLog(mux, a.Logger, a.Registry, a.Config.TrustedProxyNets())
 }

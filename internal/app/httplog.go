@@ -28,7 +28,7 @@ type requestLog struct {
 	latency  *prometheus.HistogramVec
 }
 
-func newRequestLog(next http.Handler, logger *slog.Logger, reg prometheus.Registerer, trusted []string) http.Handler {
+func newRequestLog(next http.Handler, logger *slog.Logger, reg prometheus.Registerer, trusted []netip.Prefix) http.Handler {
 	l := &requestLog{
 		next:   next,
 		logger: logger.With("component", "http"),
@@ -43,13 +43,7 @@ func newRequestLog(next http.Handler, logger *slog.Logger, reg prometheus.Regist
 		}, []string{"route"}),
 	}
 	reg.MustRegister(l.requests, l.latency)
-	for _, s := range trusted {
-		if p, err := netip.ParsePrefix(s); err == nil {
-			l.trusted = append(l.trusted, p)
-		} else if a, err := netip.ParseAddr(s); err == nil {
-			l.trusted = append(l.trusted, netip.PrefixFrom(a, a.BitLen()))
-		}
-	}
+	l.trusted = trusted
 	return l
 }
 

@@ -280,6 +280,20 @@ type SMTP struct {
 }
 
 // WebhookAllow parses webhooks.allow_networks (Validate has checked it).
+// TrustedProxyNets is server.trusted_proxies parsed, for every transport
+// that believes a proxy's word about the client's address (X-Forwarded-For
+// over HTTP, the PROXY protocol over SSH): parsed here once, so the two
+// cannot read the list differently. Validate refuses a bad entry first.
+func (c *Config) TrustedProxyNets() []netip.Prefix {
+	var out []netip.Prefix
+	for _, s := range c.Server.TrustedProxies {
+		if p, err := parsePrefix(s); err == nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 func (c *Config) WebhookAllow() []netip.Prefix {
 	var out []netip.Prefix
 	for _, s := range c.Webhooks.AllowNetworks {
@@ -571,10 +585,8 @@ func (c *Config) Validate() error {
 		}
 	}
 	for _, cidr := range c.Server.TrustedProxies {
-		if _, err := netip.ParsePrefix(cidr); err != nil {
-			if _, err2 := netip.ParseAddr(cidr); err2 != nil {
-				return fmt.Errorf("server.trusted_proxies: %q is not a CIDR or address", cidr)
-			}
+		if _, err := parsePrefix(cidr); err != nil {
+			return fmt.Errorf("server.trusted_proxies: %q is not a CIDR or address", cidr)
 		}
 	}
 	if c.Server.SSHMaxUnauthenticated < 1 || c.Server.SSHMaxUnauthenticatedPerSource < 1 {

@@ -232,3 +232,20 @@ func TestWebhooksAndSMTP(t *testing.T) {
 		})
 	}
 }
+
+// TestTrustedProxyNets: the one parse of server.trusted_proxies that every
+// transport uses; single addresses become host prefixes.
+func TestTrustedProxyNets(t *testing.T) {
+	c := Default()
+	c.Server.TrustedProxies = []string{"10.0.0.0/8", "192.0.2.1", "2001:db8::7", "10.1.2.3/16"}
+	got := c.TrustedProxyNets()
+	want := []string{"10.0.0.0/8", "192.0.2.1/32", "2001:db8::7/128", "10.1.0.0/16"}
+	if len(got) != len(want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i].String() != want[i] {
+			t.Errorf("entry %d: %s, want %s", i, got[i], want[i])
+		}
+	}
+}

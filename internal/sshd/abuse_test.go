@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/netip"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -151,7 +152,7 @@ func testIdleFloodDoesNotLockOut(t *testing.T, newHygiene func(sshd.Config) *hyg
 // must count the address in the PROXY header instead.
 func testProxiedFloodCountsHeaderAddress(t *testing.T, newHygiene func(sshd.Config) *hygiene) {
 	const perSource = 10
-	h := newHygiene(sshd.Config{ProxyProtocol: true, TrustedProxies: []string{"127.0.0.1/32"},
+	h := newHygiene(sshd.Config{ProxyProtocol: true, TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")},
 		MaxUnauthenticated: 100, MaxUnauthenticatedPerSource: perSource, HandshakeTimeout: time.Minute, KeepAlive: -1})
 	flood := dialIdle(t, h.addr, nil, floodSize, "PROXY TCP4 203.0.113.7 127.0.0.1 5555 7999\r\n")
 	checkFlood(t, flood, perSource)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"strings"
 	"sync"
 	"testing"
@@ -377,7 +378,7 @@ func testProxyProtocol(t *testing.T, newHygiene func(sshd.Config) *hygiene) {
 		return c, nil
 	}
 	t.Run("trusted", func(t *testing.T) {
-		h := newHygiene(sshd.Config{ProxyProtocol: true, TrustedProxies: []string{"127.0.0.1/32"}})
+		h := newHygiene(sshd.Config{ProxyProtocol: true, TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}})
 		c, err := dialWithHeader(t, h, "PROXY TCP4 203.0.113.7 127.0.0.1 5555 7999\r\n")
 		if err != nil {
 			t.Fatal(err)
@@ -395,7 +396,7 @@ func testProxyProtocol(t *testing.T, newHygiene func(sshd.Config) *hygiene) {
 		}
 	})
 	t.Run("untrusted", func(t *testing.T) {
-		h := newHygiene(sshd.Config{ProxyProtocol: true, TrustedProxies: []string{"10.0.0.0/8"}})
+		h := newHygiene(sshd.Config{ProxyProtocol: true, TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}})
 		if _, err := dialWithHeader(t, h, "PROXY TCP4 203.0.113.7 127.0.0.1 5555 7999\r\n"); err == nil {
 			t.Fatal("a PROXY header from an untrusted peer was accepted")
 		}

@@ -177,23 +177,6 @@ func readProxyV2(r *bufio.Reader) (net.Addr, error) {
 	}
 }
 
-// parseTrusted reads TrustedProxies entries: CIDRs or single addresses.
-func parseTrusted(list []string) ([]netip.Prefix, error) {
-	var out []netip.Prefix
-	for _, s := range list {
-		if p, err := netip.ParsePrefix(s); err == nil {
-			out = append(out, p.Masked())
-			continue
-		}
-		a, err := netip.ParseAddr(s)
-		if err != nil {
-			return nil, fmt.Errorf("trusted proxy %q is not a CIDR or address", s)
-		}
-		out = append(out, netip.PrefixFrom(a, a.BitLen()))
-	}
-	return out, nil
-}
-
 func trusted(prefixes []netip.Prefix, addr net.Addr) bool {
 	ta, ok := addr.(*net.TCPAddr)
 	if !ok {

@@ -133,8 +133,9 @@ type Config struct {
 	// ProxyProtocol reads a PROXY protocol v1/v2 header from connections
 	// whose peer is in TrustedProxies.
 	ProxyProtocol bool
-	// TrustedProxies lists CIDRs or addresses of proxies.
-	TrustedProxies []string
+	// TrustedProxies are the networks of proxies (config's
+	// TrustedProxyNets, parsed once for every transport).
+	TrustedProxies []netip.Prefix
 	// ReadOnly, when set, says whether the database is unavailable;
 	// pushes are then refused with a clear message (readonly.go).
 	ReadOnly func(context.Context) bool
@@ -256,10 +257,6 @@ func New(cfg Config, svc *hosting.Service, authn *auth.Service, st store.Store, 
 	if cfg.KeepAlive == 0 {
 		cfg.KeepAlive = defaultKeepAlive
 	}
-	trustedNets, err := parseTrusted(cfg.TrustedProxies)
-	if err != nil {
-		return nil, err
-	}
 	// Generating an RSA key takes a moment; bound the whole load so a
 	// database that hangs fails the start instead of stalling it.
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -275,7 +272,7 @@ func New(cfg Config, svc *hosting.Service, authn *auth.Service, st store.Store, 
 		st:        st,
 		logger:    logger,
 		hostKeys:  keys,
-		trusted:   trustedNets,
+		trusted:   cfg.TrustedProxies,
 		gate:      newGate(cfg.MaxUnauthenticated, cfg.MaxUnauthenticatedPerSource),
 		refused:   quietLog{every: 10 * time.Second},
 		listeners: make(map[net.Listener]struct{}),

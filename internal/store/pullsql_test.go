@@ -239,9 +239,9 @@ func runPullStore(t *testing.T, st store.Store) {
 		len(got.Events) != 1 || got.Events[0] != "repo:refs_changed" || got.Secret != "s" {
 		t.Fatalf("updated webhook = %+v, %v", got, err)
 	}
-	other := *h
-	other.RepoID++
-	if err := ps.UpdateWebhook(ctx, &other); !problem.Is(err, problem.NotFound) {
+	moved := *h
+	moved.RepoID++
+	if err := ps.UpdateWebhook(ctx, &moved); !problem.Is(err, problem.NotFound) {
 		t.Fatalf("update through another repository: %v", err)
 	}
 	if err := ps.DeleteWebhook(ctx, r.ID+1, h.ID); !problem.Is(err, problem.NotFound) {
