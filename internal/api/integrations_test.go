@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"encoding/json"
+	"sort"
 	"strings"
 	"testing"
 )
@@ -222,5 +223,73 @@ func TestJSONCoercion(t *testing.T) {
 	// A string that holds no boolean is still an error naming the field.
 	if msg := e.must(400, "POST", "/rest/api/1.0/projects", e.admin, `{"key":"BAD","name":"x","public":"yes"}`).message(t); !strings.Contains(msg, "public") {
 		t.Fatalf("public \"yes\": %q", msg)
+	}
+}
+
+// TestListingsByPermission: ?permission= lists only what the caller
+// holds that permission on, on /repos and /projects.
+func TestListingsByPermission(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.project("PRJ", false)
+	for _, slug := range []string{"r-read", "r-write", "r-admin", "r-none"} {
+		e.repo("PRJ", slug)
+	}
+	e.grant("PRJ", "r-read", "alice", "REPO_READ")
+	e.grant("PRJ", "r-write", "alice", "REPO_WRITE")
+	e.grant("PRJ", "r-admin", "alice", "REPO_ADMIN")
+	e.project("PADM", false)
+	e.project("PRD", false)
+	e.project("PUB", true)
+	e.must(204, "PUT", "/rest/api/1.0/projects/PADM/permissions/users?name=alice&permission=PROJECT_ADMIN", e.admin, nil)
+	e.must(204, "PUT", "/rest/api/1.0/projects/PRD/permissions/users?name=alice&permission=PROJECT_READ", e.admin, nil)
+
+	slugs := func(query string) string {
+		var p page[repoJSON]
+		e.must(200, "GET", "/rest/api/1.0/repos?"+query, e.alice, nil).json(t, &p)
+		var out []string
+		for _, r := range p.Values {
+			out = append(out, r.Slug)
+		}
+		sort.Strings(out)
+		return strings.Join(out, " ")
+	}
+	for query, want := range map[string]string{
+		"":                                    "r-admin r-read r-write",
+		"permission=REPO_READ":                "r-admin r-read r-write",
+		"permission=REPO_WRITE":               "r-admin r-write",
+		"permission=repo_admin&avatarSize=64": "r-admin",
+		"permission=REPO_WRITE&name=r-w":      "r-write",
+	} {
+		if got := slugs(query); got != want {
+			t.Errorf("/repos?%s: %q, want %q", query, got, want)
+		}
+	}
+	keys := func(query string) string {
+		var p page[struct{ Key string }]
+		e.must(200, "GET", "/rest/api/latest/projects?"+query, e.alice, nil).json(t, &p)
+		var out []string
+		for _, v := range p.Values {
+			out = append(out, v.Key)
+		}
+		sort.Strings(out)
+		return strings.Join(out, " ")
+	}
+	// Repository grants in PRJ give no project permission.
+	for query, want := range map[string]string{
+		"":                         "PADM PRD PUB",
+		"permission=PROJECT_READ":  "PADM PRD PUB",
+		"permission=PROJECT_WRITE": "PADM",
+		"permission=PROJECT_ADMIN": "PADM",
+	} {
+		if got := keys(query); got != want {
+			t.Errorf("/projects?%s: %q, want %q", query, got, want)
+		}
+	}
+	for _, path := range []string{"/rest/api/1.0/repos?permission=WRITE", "/rest/api/1.0/repos?permission=PROJECT_ADMIN",
+		"/rest/api/1.0/projects?permission=REPO_READ"} {
+		if msg := e.must(400, "GET", path, e.alice, nil).message(t); !strings.Contains(msg, "permission") {
+			t.Errorf("%s: %q", path, msg)
+		}
 	}
 }

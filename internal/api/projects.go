@@ -20,6 +20,10 @@ func (c *call) listProjects() error {
 	if err != nil {
 		return err
 	}
+	action, byPermission, err := c.permissionFilter("PROJECT_")
+	if err != nil {
+		return err
+	}
 	// Anonymous callers may list public projects; no global check first.
 	admin := c.isAdmin()
 	filter := c.query("name")
@@ -28,6 +32,9 @@ func (c *call) listProjects() error {
 		func(p *store.Project) (bool, error) {
 			if admin {
 				return true, nil
+			}
+			if byPermission {
+				return c.canDo(auth.Resource{Project: p}, action)
 			}
 			return c.canSee(auth.Resource{Project: p})
 		})

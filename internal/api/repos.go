@@ -126,6 +126,10 @@ func (c *call) listAllRepos() error {
 	if err != nil {
 		return err
 	}
+	action, byPermission, err := c.permissionFilter("REPO_")
+	if err != nil {
+		return err
+	}
 	admin := c.isAdmin()
 	filter := c.query("name")
 	projectKey := c.query("projectkey")
@@ -137,6 +141,9 @@ func (c *call) listAllRepos() error {
 			}
 			if admin {
 				return true, nil
+			}
+			if byPermission {
+				return c.canDo(auth.Resource{Repo: r}, action)
 			}
 			return c.canSee(auth.Resource{Repo: r})
 		})

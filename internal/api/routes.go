@@ -59,7 +59,9 @@ func (s *server) routeTable() []route {
 
 		// Projects.
 		{Method: "GET", Pattern: apiBase + "/projects", Summary: "List projects visible to the caller", Paged: true,
-			Query: []param{q("name", "only projects whose name or key contains this text")}, handle: (*call).listProjects},
+			Query: []param{q("name", "only projects whose name or key contains this text"),
+				q("permission", "only projects the caller holds this on: PROJECT_READ, PROJECT_WRITE or PROJECT_ADMIN")},
+			handle: (*call).listProjects},
 		{Method: "POST", Pattern: apiBase + "/projects", Summary: "Create a project (PROJECT_CREATE)", Success: 201,
 			Body: "{key, name, description, public}", handle: (*call).createProject},
 		{Method: "GET", Pattern: project, Summary: "Get a project", handle: (*call).getProject},
@@ -69,7 +71,8 @@ func (s *server) routeTable() []route {
 
 		// Repositories.
 		{Method: "GET", Pattern: apiBase + "/repos", Summary: "List repositories visible to the caller", Paged: true,
-			Query:  []param{q("name", "only repositories whose name contains this text"), q("projectkey", "only repositories of this project")},
+			Query: []param{q("name", "only repositories whose name contains this text"), q("projectkey", "only repositories of this project"),
+				q("permission", "only repositories the caller holds this on: REPO_READ, REPO_WRITE or REPO_ADMIN")},
 			handle: (*call).listAllRepos},
 		{Method: "GET", Pattern: project + "/repos", Summary: "List a project's repositories", Paged: true, handle: (*call).listProjectRepos},
 		{Method: "POST", Pattern: project + "/repos", Summary: "Create a repository (PROJECT_WRITE)", Success: 201,
