@@ -126,7 +126,7 @@ func TestCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster scenarios start PostgreSQL, three nodes and HAProxy")
 	}
-	c := testbed.NewCluster(t, 3, testbed.ClusterOptions{SSH: true})
+	c := testbed.NewCluster(t, 3, testbed.ClusterOptions{SSH: true, Config: faultConfig})
 
 	t.Run("status", func(t *testing.T) {
 		st := status(t, c)
@@ -415,6 +415,9 @@ func TestCluster(t *testing.T) {
 			t.Errorf("the event bus did not report reconnecting after the outage")
 		}
 	})
+
+	// Last: the fault suite (fault_test.go) leaves nodes restarted.
+	t.Run("faults", func(t *testing.T) { faultSuite(t, c) })
 }
 
 // mustGitNoFail is git for goroutines, which must not call t.Fatal.

@@ -178,7 +178,13 @@ func (c *Cluster) start(i int) {
 		c.t.Fatal(err)
 	}
 	cmd := exec.Command(c.bin, "serve", "--config", n.config)
-	cmd.Env = append(os.Environ(), "SLUICE_ADMIN_PASSWORD="+c.AdminPassword, "SLUICE_CONFIG=")
+	if err := os.MkdirAll(n.holdDir(), 0o750); err != nil {
+		logf.Close()
+		c.t.Fatal(err)
+	}
+	// SLUICETEST_PHASE_HOLD_DIR: the test-only fault hook (HoldPhase).
+	cmd.Env = append(os.Environ(), "SLUICE_ADMIN_PASSWORD="+c.AdminPassword, "SLUICE_CONFIG=",
+		"SLUICETEST_PHASE_HOLD_DIR="+n.holdDir())
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// A process group of its own: Kill takes the node's git children too.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -232,7 +238,12 @@ func status(u string) int {
 	return resp.StatusCode
 }
 
-// Kill sends SIGKILL to node i's process group and waits for it to die.
+// Kill sends SIGKILL to node i and to every process descended from it,
+// and waits for the node to die. The node's own process group is not
+// enough: gitcmd starts each git in a process group of its own (so that a
+// timeout kills its whole tree), and a crash must take those too, as a
+// machine's would. The tree is frozen first (SIGSTOP), so that nothing
+// forks between being listed and being killed.
 func (c *Cluster) Kill(i int) {
 	c.t.Helper()
 	n := c.Nodes[i]
@@ -242,9 +253,89 @@ func (c *Cluster) Kill(i int) {
 	if cmd == nil {
 		return
 	}
-	syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	pid := cmd.Process.Pid
+	syscall.Kill(-pid, syscall.SIGSTOP)
+	tree := map[int]bool{pid: true}
+	// Each round stops the children of what the last one found; a tree
+	// deeper than this bound is no node's (node → git → hook → git).
+	for range 16 {
+		grown := false
+		for p, parent := range processParents() {
+			if tree[parent] && !tree[p] {
+				syscall.Kill(p, syscall.SIGSTOP)
+				tree[p], grown = true, true
+			}
+		}
+		if !grown {
+			break
+		}
+	}
+	for p := range tree {
+		syscall.Kill(p, syscall.SIGKILL)
+	}
+	syscall.Kill(-pid, syscall.SIGKILL)
 	<-exited
 }
+
+// processParents maps every process's pid to its parent's (Linux /proc).
+func processParents() map[int]int {
+	entries, _ := os.ReadDir("/proc")
+	parents := make(map[int]int, len(entries))
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// "pid (comm) state ppid …"; comm may hold spaces and parentheses.
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(b[i+1:]))
+		if len(f) < 2 {
+			continue
+		}
+		if ppid, err := strconv.Atoi(f[1]); err == nil {
+			parents[pid] = ppid
+		}
+	}
+	return parents
+}
+
+// HoldPhase makes node i hold the next reference-transaction call in
+// phase ("prepared", "committed" or "aborted") for repository repoID, with
+// git inside it and its ref locks taken, for up to a minute (the node's
+// test-only hook, see internal/app's testPhaseHold). WaitHeld says when
+// it is held; the test then kills the node.
+func (c *Cluster) HoldPhase(i int, phase string, repoID int64) {
+	c.t.Helper()
+	if err := os.WriteFile(filepath.Join(c.Nodes[i].holdDir(), fmt.Sprintf("%s-%d", phase, repoID)), nil, 0o600); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// WaitHeld waits up to limit until node i holds a call HoldPhase asked
+// for, and reports whether it does.
+func (c *Cluster) WaitHeld(i int, phase string, repoID int64, limit time.Duration) bool {
+	held := filepath.Join(c.Nodes[i].holdDir(), fmt.Sprintf("held-%s-%d", phase, repoID))
+	deadline := time.Now().Add(limit)
+	for {
+		if _, err := os.Stat(held); err == nil {
+			os.Remove(held)
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func (n *ClusterNode) holdDir() string { return filepath.Join(n.dir, "hold") }
 
 // Stop stops node i cleanly (SIGTERM) and waits for it.
 func (c *Cluster) Stop(i int) {
@@ -271,6 +362,13 @@ func (c *Cluster) Restart(i int) {
 	c.Stop(i)
 	c.start(i)
 	c.WaitReady(i)
+}
+
+// Start starts node i again after Kill or Stop, without waiting (then
+// WaitReady).
+func (c *Cluster) Start(i int) {
+	c.t.Helper()
+	c.start(i)
 }
 
 func (c *Cluster) stopAll() {
