@@ -123,3 +123,30 @@ func TestTrusted(t *testing.T) {
 		}
 	}
 }
+
+// FuzzProxyHeader: whatever a peer sends as a PROXY header, the parser
+// neither panics nor reads past its bounds, and an address it reports is a
+// real TCP address.
+func FuzzProxyHeader(f *testing.F) {
+	f.Add([]byte("PROXY TCP4 192.0.2.1 198.51.100.1 56324 7999\r\nSSH-2.0-x\r\n"))
+	f.Add([]byte("PROXY TCP6 2001:db8::1 2001:db8::2 1 2\r\n"))
+	f.Add([]byte("PROXY UNKNOWN\r\n"))
+	v2 := append([]byte{}, v2Signature...)
+	v2 = append(v2, 0x21, 0x11, 0x00, 0x0c, 192, 0, 2, 1, 198, 51, 100, 1, 0xdc, 0x04, 0x1f, 0x3f)
+	f.Add(v2)
+	f.Add(append(append([]byte{}, v2Signature...), 0x20, 0x00, 0x00, 0x00))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r := bufio.NewReaderSize(bytes.NewReader(data), 16)
+		if !looksLikeProxyHeader(r) {
+			return
+		}
+		addr, err := readProxyHeader(r)
+		if err != nil || addr == nil {
+			return
+		}
+		ta, ok := addr.(*net.TCPAddr)
+		if !ok || ta.IP == nil || ta.Port < 0 || ta.Port > 65535 {
+			t.Fatalf("bad address %#v from %q", addr, data)
+		}
+	})
+}
