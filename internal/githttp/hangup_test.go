@@ -80,9 +80,7 @@ func TestPushCompletesAfterClientHangsUp(t *testing.T) {
 		"Content-Length: %d\r\n\r\n%s", f.host, basic("alice", f.aliceTok), len(body), body)
 	conn.Close()
 
-	waitFor(t, "operation to end", func() bool {
-		return strings.Contains(f.log.String(), "command=receive-pack ")
-	})
+	waitFor(t, "operation to end", func() bool { return f.operationLogged("receive-pack") })
 	if !strings.Contains(f.refs(f.repo), head+" refs/heads/main") {
 		t.Fatalf("the push was lost when its client hung up:\n%s\nlog:\n%s", f.refs(f.repo), f.log.String())
 	}

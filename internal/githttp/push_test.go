@@ -137,11 +137,14 @@ func TestClientDisconnectMidPush(t *testing.T) {
 	time.Sleep(200 * time.Millisecond)
 	conn.Close()
 
-	waitFor(t, "operation to end", func() bool {
-		return strings.Contains(f.log.String(), "command=receive-pack ")
-	})
+	waitFor(t, "operation to end", func() bool { return f.operationLogged("receive-pack") })
 	if after := f.refs(f.repo); after != before {
 		t.Fatalf("refs changed:\n%s", after)
+	}
+	// The aborted push's quarantine went with it (git removes it on
+	// SIGTERM; housekeeping removes one a SIGKILL left behind).
+	if q, _ := filepath.Glob(filepath.Join(f.repos.Path(f.repo.ID), "objects", "*incoming-*")); len(q) > 0 {
+		t.Fatalf("quarantine left behind: %q", q)
 	}
 	// The repository is usable: no lock or half-written ref left behind.
 	f.mustGit(wt, "push", "-q", f.writerURL(), "main")
@@ -185,6 +188,17 @@ func packBetween(t *testing.T, dir, old, head string) []byte {
 		t.Fatalf("pack-objects: %v", err)
 	}
 	return out
+}
+
+// operationLogged says whether hosting has logged the end of a command
+// (gitcmd's own lines name the command too, earlier).
+func (s *server) operationLogged(command string) bool {
+	for _, line := range strings.Split(s.log.String(), "\n") {
+		if strings.Contains(line, `msg="git operation"`) && strings.Contains(line, "command="+command+" ") {
+			return true
+		}
+	}
+	return false
 }
 
 func waitFor(t *testing.T, what string, cond func() bool) {

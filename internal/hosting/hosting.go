@@ -43,7 +43,9 @@
 // git has exited. Owning the pipe also lets a read error on the client's side
 // (a disconnect mid-push, a body over its limit, a malformed pkt-line) kill
 // git at once and become the error the user sees, instead of git's less
-// helpful "the remote end hung up unexpectedly".
+// helpful "the remote end hung up unexpectedly". A receive-pack stopped that
+// way leaves its quarantine directory behind; hosting removes it at once
+// when it can tell it is that push's own (see quarantine.go).
 package hosting
 
 import (
@@ -171,6 +173,7 @@ type Deps struct {
 // Service runs git services for transports.
 type Service struct {
 	d        Deps
+	pushes   pushTracker // running receive-packs, for quarantine.go
 	logger   *slog.Logger
 	ops      *prometheus.CounterVec
 	duration *prometheus.HistogramVec
@@ -568,7 +571,13 @@ func (s *Service) run(ctx context.Context, op Op, r *store.Repository, t *tracke
 		Stdout: stdout,
 		Stderr: op.Stderr,
 	}
-	return s.runGit(ctx, cmd, stdin, op.Stateless)
+	if op.Service == ReceivePack && !op.Advertisement {
+		g := s.guardQuarantine(r.ID)
+		err := s.runGit(ctx, cmd, stdin, op.Stateless, g)
+		g.done(err != nil)
+		return err
+	}
+	return s.runGit(ctx, cmd, stdin, op.Stateless, nil)
 }
 
 // runGit starts cmd with stdin fed through a pipe this function owns (see the
@@ -576,7 +585,7 @@ func (s *Service) run(ctx context.Context, op Op, r *store.Repository, t *tracke
 // preference to git's own result. When wait is set the feeding goroutine
 // is waited for; otherwise (a long-lived SSH stream) it ends when the
 // transport closes stdin.
-func (s *Service) runGit(ctx context.Context, cmd gitcmd.Cmd, stdin io.Reader, wait bool) error {
+func (s *Service) runGit(ctx context.Context, cmd gitcmd.Cmd, stdin io.Reader, wait bool, g *quarantineGuard) error {
 	if stdin == nil {
 		return s.startWait(ctx, cmd)
 	}
@@ -606,6 +615,9 @@ func (s *Service) runGit(ctx context.Context, cmd gitcmd.Cmd, stdin io.Reader, w
 		pw.Close()
 	}()
 	werr := proc.Wait()
+	if g != nil {
+		g.pgid = proc.Pid()
+	}
 	pw.Close()
 	if wait {
 		<-fed
