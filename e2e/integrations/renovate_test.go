@@ -1,0 +1,5 @@
+package integrations_test
+
+import "testing"
+
+func (s *suite) renovate(t *testing.T) { t.Skip("todo") }
