@@ -2,6 +2,8 @@ package api_test
 
 import (
 	"encoding/json"
+	"os"
+	"os/exec"
 	"sort"
 	"strings"
 	"testing"
@@ -291,5 +293,96 @@ func TestListingsByPermission(t *testing.T) {
 		if msg := e.must(400, "GET", path, e.alice, nil).message(t); !strings.Contains(msg, "permission") {
 			t.Errorf("%s: %q", path, msg)
 		}
+	}
+}
+
+// TestBranchOrderAndDetails: orderBy=MODIFICATION puts the most recently
+// committed branch first; details=true adds ahead/behind the default
+// branch and the latest commit.
+func TestBranchOrderAndDetails(t *testing.T) {
+	t.Parallel()
+	e, r, work := contentEnv(t)
+	const base = "/rest/api/1.0/projects/PRJ/repos/repo"
+	// commitAt commits on a new branch from main with a given committer
+	// date (the env's git pins every date to 2026-01-01).
+	commitAt := func(branch, date string) string {
+		e.git(work, "checkout", "-q", "-b", branch, "main")
+		cmd := exec.Command("git", "commit", "-q", "--allow-empty", "-m", "on "+branch)
+		cmd.Dir = work
+		cmd.Env = append(os.Environ(), "HOME="+t.TempDir(), "GIT_CONFIG_NOSYSTEM=1",
+			"GIT_AUTHOR_NAME=A", "GIT_AUTHOR_EMAIL=a@example.com", "GIT_COMMITTER_NAME=C", "GIT_COMMITTER_EMAIL=c@example.com",
+			"GIT_AUTHOR_DATE="+date, "GIT_COMMITTER_DATE="+date)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("commit on %s: %v %s", branch, err, out)
+		}
+		return e.git(work, "rev-parse", "HEAD")
+	}
+	zeta := commitAt("zeta", "2026-03-01T00:00:00Z")
+	alpha := commitAt("alpha", "2026-02-01T00:00:00Z")
+	e.git(work, "branch", "old", "main~2")
+	e.push(work, r.ID, "zeta", "alpha", "old")
+
+	names := func(query string) string {
+		var p page[refJSON]
+		e.must(200, "GET", base+"/branches?"+query, e.admin, nil).json(t, &p)
+		var out []string
+		for _, b := range p.Values {
+			out = append(out, b.DisplayID)
+		}
+		return strings.Join(out, " ")
+	}
+	for query, want := range map[string]string{
+		"":                                     "alpha main old zeta",
+		"orderBy=ALPHABETICAL":                 "alpha main old zeta",
+		"orderBy=MODIFICATION":                 "zeta alpha main old", // main and old tie on date: by name
+		"orderBy=modification&limit=1&start=1": "alpha",
+		"orderBy=MODIFICATION&filterText=a":    "zeta alpha main",
+	} {
+		if got := names(query); got != want {
+			t.Errorf("?%s: %q, want %q", query, got, want)
+		}
+	}
+	var tags page[refJSON]
+	e.must(200, "GET", base+"/tags?orderBy=MODIFICATION", e.admin, nil).json(t, &tags)
+	if msg := e.must(400, "GET", base+"/branches?orderBy=NEWEST", e.admin, nil).message(t); !strings.Contains(msg, "orderBy") {
+		t.Fatalf("orderBy=NEWEST: %q", msg)
+	}
+	if msg := e.must(400, "GET", base+"/branches?details=yes", e.admin, nil).message(t); !strings.Contains(msg, "details") {
+		t.Fatalf("details=yes: %q", msg)
+	}
+
+	type meta struct {
+		AheadBehind *struct{ Ahead, Behind int } `json:"com.atlassian.bitbucket.server.bitbucket-branch:ahead-behind-metadata-provider"`
+		Latest      *struct {
+			ID      string `json:"id"`
+			Message string `json:"message"`
+		} `json:"com.atlassian.bitbucket.server.bitbucket-branch:latest-commit-metadata"`
+	}
+	var detailed page[struct {
+		DisplayID string `json:"displayId"`
+		IsDefault bool   `json:"isDefault"`
+		Metadata  meta   `json:"metadata"`
+	}]
+	e.must(200, "GET", base+"/branches?details=true&orderBy=MODIFICATION", e.admin, nil).json(t, &detailed)
+	want := map[string]struct {
+		ahead, behind int
+		tip           string
+	}{
+		"zeta": {1, 0, zeta}, "alpha": {1, 0, alpha},
+		"main": {0, 0, e.git(work, "rev-parse", "main")}, "old": {0, 2, e.git(work, "rev-parse", "old")},
+	}
+	if len(detailed.Values) != 4 {
+		t.Fatalf("details: %+v", detailed)
+	}
+	for _, b := range detailed.Values {
+		w := want[b.DisplayID]
+		m := b.Metadata
+		if m.AheadBehind == nil || m.AheadBehind.Ahead != w.ahead || m.AheadBehind.Behind != w.behind ||
+			m.Latest == nil || m.Latest.ID != w.tip {
+			t.Errorf("%s: metadata %+v %+v, want %+v", b.DisplayID, m.AheadBehind, m.Latest, w)
+		}
+	}
+	if m := detailed.Values[0].Metadata; m.Latest.Message != "on zeta" {
+		t.Errorf("latest commit message %q", m.Latest.Message)
 	}
 }

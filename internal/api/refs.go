@@ -41,7 +41,17 @@ func (c *call) listRefs(kind, typ string) error {
 	if len(filter) > 255 {
 		return problem.New(problem.Invalid, "filterText must be at most 255 bytes long")
 	}
-	refs, total, err := c.s.Repos.Refs(c.ctx, r.ID, kind, filter, pg.Start, pg.Limit)
+	order, err := c.refOrder()
+	if err != nil {
+		return err
+	}
+	details := false
+	if kind == "heads" {
+		if details, err = c.boolQuery("details", false); err != nil {
+			return err
+		}
+	}
+	refs, total, err := c.s.Repos.RefsOrdered(c.ctx, r.ID, kind, filter, order, pg.Start, pg.Limit)
 	if err != nil {
 		return err
 	}
@@ -53,6 +63,13 @@ func (c *call) listRefs(kind, typ string) error {
 	if !page.IsLastPage {
 		next := pg.Start + len(refs)
 		page.NextPageStart = &next
+	}
+	if details {
+		detailed, err := c.branchDetails(r, page, refs)
+		if err != nil {
+			return err
+		}
+		return c.json(detailed)
 	}
 	return c.json(page)
 }

@@ -86,7 +86,8 @@ func (s *server) routeTable() []route {
 
 		// Branches and tags.
 		{Method: "GET", Pattern: repository + "/branches", Summary: "List branches", Paged: true,
-			Query: []param{q("filterText", "only branches whose name contains this text")}, handle: (*call).listBranches},
+			Query:  append(refListParams("branches"), q("details", "true: add ahead/behind the default branch and the latest commit as metadata")),
+			handle: (*call).listBranches},
 		{Method: "POST", Pattern: repository + "/branches", Summary: "Create a branch (REPO_WRITE)",
 			Body: "{name, startPoint}", handle: (*call).createBranch},
 		{Method: "POST", Pattern: branchUtil + "/branches", Summary: "Create a branch (REPO_WRITE)",
@@ -97,7 +98,7 @@ func (s *server) routeTable() []route {
 		{Method: "PUT", Pattern: repository + "/default-branch", Summary: "Set the default branch (REPO_ADMIN)", Success: 204,
 			Body: "{id}", handle: (*call).setDefaultBranch},
 		{Method: "GET", Pattern: repository + "/tags", Summary: "List tags", Paged: true,
-			Query: []param{q("filterText", "only tags whose name contains this text")}, handle: (*call).listTags},
+			Query: refListParams("tags"), handle: (*call).listTags},
 		{Method: "POST", Pattern: repository + "/tags", Summary: "Create a tag, annotated when a message is given (REPO_WRITE)",
 			Body: "{name, startPoint, message}", handle: (*call).createTag},
 		{Method: "POST", Pattern: gitBase + "/tags", Summary: "Create a tag, annotated when a message is given (REPO_WRITE)",
