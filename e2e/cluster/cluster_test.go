@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/sluice-scm/sluice/internal/testbed"
+	"github.com/sluice-scm/sluice/internal/testbed/wait"
 )
 
 // git runs the git client with extra environment and returns stdout.
@@ -90,17 +91,6 @@ func nodeState(st clusterStatus, id string) string {
 		}
 	}
 	return "missing"
-}
-
-func waitFor(t *testing.T, what string, limit time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, limit)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }
 
 // repoDir is the repository's directory on the shared filesystem.
@@ -328,7 +318,7 @@ func TestCluster(t *testing.T) {
 		// The killed node shows as gone only after 30 s without heartbeat;
 		// its restart replaces the registration at once.
 		c.Restart(1)
-		waitFor(t, "node-2 live after restart", 15*time.Second, func() bool {
+		wait.For(t, "node-2 live after restart", 15*time.Second, func() bool {
 			return nodeState(status(t, c), "node-2") == "live"
 		})
 		clone := filepath.Join(t.TempDir(), "after-restart")
@@ -371,7 +361,7 @@ func TestCluster(t *testing.T) {
 		}
 
 		c.ResumePostgres()
-		waitFor(t, "the load balancer routes again", 30*time.Second, func() bool {
+		wait.For(t, "the load balancer routes again", 30*time.Second, func() bool {
 			resp, err := http.Get(c.LB() + "/readyz")
 			if err != nil {
 				return false
@@ -384,7 +374,7 @@ func TestCluster(t *testing.T) {
 		}
 		// Every node recovers by itself: push and clone through each.
 		for i, node := range c.Nodes {
-			waitFor(t, node.ID+" ready", 30*time.Second, func() bool {
+			wait.For(t, node.ID+" ready", 30*time.Second, func() bool {
 				resp, err := http.Get(node.URL() + "/readyz")
 				if err != nil {
 					return false
@@ -402,7 +392,7 @@ func TestCluster(t *testing.T) {
 				t.Fatalf("clone after push via %s: %s, want %s", node.ID, got, sha)
 			}
 		}
-		waitFor(t, "all nodes live after the outage", 20*time.Second, func() bool { return status(t, c).Live == 3 })
+		wait.For(t, "all nodes live after the outage", 20*time.Second, func() bool { return status(t, c).Live == 3 })
 		fsck(t, repoDir(t, c, "PG", slug))
 		var metrics bytes.Buffer
 		resp, err := http.Get(c.Nodes[0].URL() + "/metrics")

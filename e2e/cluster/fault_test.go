@@ -39,6 +39,7 @@ import (
 
 	"github.com/sluice-scm/sluice/internal/store"
 	"github.com/sluice-scm/sluice/internal/testbed"
+	"github.com/sluice-scm/sluice/internal/testbed/wait"
 )
 
 // faultConfig is what the fault suite needs of every node: webhooks may
@@ -292,7 +293,7 @@ func (f *faultBed) check(t *testing.T) {
 	}
 
 	// Pull requests, REST branches and for-each-ref agree on every node.
-	waitFor(t, "REST branches and the pull request agree with for-each-ref on every node", 20*time.Second, func() bool {
+	wait.For(t, "REST branches and the pull request agree with for-each-ref on every node", 20*time.Second, func() bool {
 		for _, r := range repos {
 			want := heads(t, r.dir)
 			for _, n := range f.c.Nodes {
@@ -360,7 +361,7 @@ func (f *faultBed) check(t *testing.T) {
 			return nil
 		})
 	}
-	waitFor(t, "no pending ref transaction and no running job", 20*time.Second, func() bool {
+	wait.For(t, "no pending ref transaction and no running job", 20*time.Second, func() bool {
 		var txns, running int
 		if err := f.db.QueryRow(`SELECT count(*) FROM ref_txns`).Scan(&txns); err != nil {
 			t.Logf("count ref transactions: %v", err)
@@ -394,7 +395,7 @@ func (f *faultBed) check(t *testing.T) {
 		}
 	}
 	var missing []string
-	waitFor(t, "every moved ref's webhook delivered", 30*time.Second, func() bool {
+	wait.For(t, "every moved ref's webhook delivered", 30*time.Second, func() bool {
 		missing = missing[:0]
 		for k := range want {
 			ref, sha, _ := strings.Cut(k, " ")
@@ -497,7 +498,7 @@ func faultSuite(t *testing.T, c *testbed.Cluster) {
 			halted := time.Now()
 			if tc.outage {
 				// Down until every node says so; a push meanwhile is refused.
-				waitFor(t, "every node reports the outage", 20*time.Second, func() bool {
+				wait.For(t, "every node reports the outage", 20*time.Second, func() bool {
 					for _, n := range c.Nodes {
 						if code := statusOf(n.URL() + "/readyz"); code != http.StatusServiceUnavailable {
 							return false
@@ -519,7 +520,7 @@ func faultSuite(t *testing.T, c *testbed.Cluster) {
 			if d := ok.Sub(resumed); d > pushableWithin {
 				t.Errorf("feature pushable %v after PostgreSQL came back, want ≤ %v", d, pushableWithin)
 			}
-			waitFor(t, "all nodes live", 30*time.Second, func() bool { return status(t, c).Live == len(c.Nodes) })
+			wait.For(t, "all nodes live", 30*time.Second, func() bool { return status(t, c).Live == len(c.Nodes) })
 			f.check(t)
 		})
 	}
@@ -533,7 +534,7 @@ func faultSuite(t *testing.T, c *testbed.Cluster) {
 			return id
 		}
 		var old string
-		waitFor(t, "a River leader", 30*time.Second, func() bool { old = leader(); return old != "" })
+		wait.For(t, "a River leader", 30*time.Second, func() bool { old = leader(); return old != "" })
 		idx := -1
 		for i, n := range c.Nodes {
 			if strings.HasPrefix(old, n.ID+"_") {
@@ -552,7 +553,7 @@ func faultSuite(t *testing.T, c *testbed.Cluster) {
 		killed := time.Now()
 		c.Kill(idx)
 		_, ok := f.pushable(t, parent)
-		waitFor(t, "a new River leader", 60*time.Second, func() bool { l := leader(); return l != "" && l != old })
+		wait.For(t, "a new River leader", 60*time.Second, func() bool { l := leader(); return l != "" && l != old })
 		elected := time.Now()
 		c.Start(idx)
 		c.WaitReady(idx)
@@ -588,7 +589,7 @@ func statusOf(url string) int {
 // queued or running.
 func (f *faultBed) quiesce(t *testing.T) {
 	t.Helper()
-	waitFor(t, "the job queue quiet", 30*time.Second, func() bool {
+	wait.For(t, "the job queue quiet", 30*time.Second, func() bool {
 		var n int
 		err := f.db.QueryRow(`SELECT count(*) FROM river_job WHERE state IN ('available', 'running', 'retryable', 'scheduled', 'pending')
 			AND kind NOT IN ('housekeeping', 'cluster-sweep')`).Scan(&n)
@@ -612,5 +613,5 @@ func (f *faultBed) waitAcked(t *testing.T, n int) {
 		return total
 	}
 	base := count()
-	waitFor(t, "pushers under way", 30*time.Second, func() bool { return count() >= base+n })
+	wait.For(t, "pushers under way", 30*time.Second, func() bool { return count() >= base+n })
 }

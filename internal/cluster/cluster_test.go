@@ -13,6 +13,7 @@ import (
 	"github.com/sluice-scm/sluice/internal/problem"
 	"github.com/sluice-scm/sluice/internal/store"
 	"github.com/sluice-scm/sluice/internal/testbed/pgtest"
+	"github.com/sluice-scm/sluice/internal/testbed/wait"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -103,7 +104,7 @@ func TestRegistry(t *testing.T) {
 			if _, err := db.PruneNodes(ctx, 0); err != nil {
 				t.Fatal(err)
 			}
-			waitFor(t, 5*time.Second, func() bool {
+			wait.For(t, "the condition", 5*time.Second, func() bool {
 				nodes, err := a.Nodes(ctx)
 				return err == nil && len(nodes) == 1 && nodes[0].ID == "a" && nodes[0].Live
 			})
@@ -152,17 +153,6 @@ func TestRegistryInstance(t *testing.T) {
 	}
 	if _, err := db.NodeByID(ctx, "missing", time.Minute); !problem.Is(err, problem.NotFound) {
 		t.Fatalf("missing node: %v", err)
-	}
-}
-
-func waitFor(t *testing.T, limit time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %v", limit)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 
@@ -285,7 +275,7 @@ func TestPGBus(t *testing.T) {
 
 	// Subscribing after Start LISTENs on the running connection.
 	b2.Subscribe(TopicSettings, settings2.fn)
-	waitFor(t, 10*time.Second, func() bool {
+	wait.For(t, "the condition", 10*time.Second, func() bool {
 		if err := b1.Publish(ctx, TopicSettings, []byte("rate_limits")); err != nil {
 			t.Fatal(err)
 		}
@@ -319,7 +309,7 @@ func TestPGBus(t *testing.T) {
 		t.Fatal(err)
 	}
 	// b1's session may have been killed too; publish until b2 hears.
-	waitFor(t, 10*time.Second, func() bool {
+	wait.For(t, "the condition", 10*time.Second, func() bool {
 		b1.Publish(ctx, TopicRefs, []byte("43"))
 		refs2.mu.Lock()
 		defer refs2.mu.Unlock()
@@ -389,7 +379,7 @@ func TestProcessLive(t *testing.T) {
 		}
 	}
 	// Without heartbeats, n's process counts as gone after GoneAfter.
-	waitFor(t, 5*time.Second, func() bool {
+	wait.For(t, "the condition", 5*time.Second, func() bool {
 		live, err := self.ProcessLive(ctx, "n", "n-2")
 		return err == nil && !live
 	})

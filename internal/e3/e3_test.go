@@ -317,7 +317,7 @@ func TestReportChartsEscapeNames(t *testing.T) {
 	for _, want := range []string{
 		`&lt;b&gt;x&lt;/b&gt; &amp; &#34;y&#34; node 1</text>`, // a legend entry
 		`&lt;b&gt;x&lt;/b&gt; &amp; &#34;y&#34; #1 (`,          // a share row
-		`<title>clone&lt;script&gt;: `,                          // a bar's tooltip
+		`<title>clone&lt;script&gt;: `,                         // a bar's tooltip
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("report lacks %q", want)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluice-scm/sluice/internal/hooks"
+	"github.com/sluice-scm/sluice/internal/testbed/wait"
 )
 
 // policyFunc is a test hooks.Policy.
@@ -80,7 +81,7 @@ func TestPushCompletesAfterClientHangsUp(t *testing.T) {
 		"Content-Length: %d\r\n\r\n%s", f.host, basic("alice", f.aliceTok), len(body), body)
 	conn.Close()
 
-	waitFor(t, "operation to end", func() bool { return f.operationLogged("receive-pack") })
+	wait.For(t, "operation to end", 10*time.Second, func() bool { return f.operationLogged("receive-pack") })
 	if !strings.Contains(f.refs(f.repo), head+" refs/heads/main") {
 		t.Fatalf("the push was lost when its client hung up:\n%s\nlog:\n%s", f.refs(f.repo), f.log.String())
 	}

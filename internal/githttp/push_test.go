@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sluice-scm/sluice/internal/testbed/wait"
 )
 
 func TestPushRejections(t *testing.T) {
@@ -137,7 +139,7 @@ func TestClientDisconnectMidPush(t *testing.T) {
 	time.Sleep(200 * time.Millisecond)
 	conn.Close()
 
-	waitFor(t, "operation to end", func() bool { return f.operationLogged("receive-pack") })
+	wait.For(t, "operation to end", 10*time.Second, func() bool { return f.operationLogged("receive-pack") })
 	if after := f.refs(f.repo); after != before {
 		t.Fatalf("refs changed:\n%s", after)
 	}
@@ -199,15 +201,4 @@ func (s *server) operationLogged(command string) bool {
 		}
 	}
 	return false
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/sluice-scm/sluice/internal/store"
 	"github.com/sluice-scm/sluice/internal/testbed/pgtest"
+	"github.com/sluice-scm/sluice/internal/testbed/wait"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -100,16 +101,6 @@ func (q *testQueue) jobs(t *testing.T, kind string) []*rivertype.JobRow {
 }
 
 // waitFor polls cond until it holds or 15 s pass.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
 
 type payload struct {
 	RepoID int64  `json:"repo_id"`
@@ -152,7 +143,7 @@ func TestEnqueueHandledOnce(t *testing.T) {
 				t.Fatalf("Enqueue: %v", err)
 			}
 		}
-		waitFor(t, "all jobs completed", func() bool { return completed(t, q, "housekeeping") == n })
+		wait.For(t, "all jobs completed", 15*time.Second, func() bool { return completed(t, q, "housekeeping") == n })
 		// Give a duplicate run the chance to show.
 		time.Sleep(100 * time.Millisecond)
 		rec.mu.Lock()
@@ -182,7 +173,7 @@ func TestEnqueueHandledOnce(t *testing.T) {
 		if got := testutil.ToFloat64(q.metrics.enqueued.WithLabelValues("housekeeping")); got != n {
 			t.Errorf("enqueued_total = %v, want %d", got, n)
 		}
-		waitFor(t, "run metric", func() bool {
+		wait.For(t, "run metric", 15*time.Second, func() bool {
 			return testutil.CollectAndCount(q.metrics.run) == 1 && histCount(t, q.reg, "sluice_jobs_run_seconds", "outcome", "ok") == n
 		})
 	})
@@ -208,7 +199,7 @@ func TestFailureRetried(t *testing.T) {
 		if err := q.Enqueue(context.Background(), "webhook", payload{RepoID: 1}); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "the job to complete", func() bool {
+		wait.For(t, "the job to complete", 15*time.Second, func() bool {
 			js := q.jobs(t, "webhook")
 			return len(js) == 1 && js[0].State == rivertype.JobStateCompleted
 		})
@@ -216,7 +207,7 @@ func TestFailureRetried(t *testing.T) {
 		if j.Attempt != 3 || len(j.Errors) != 2 || !strings.Contains(j.Errors[0].Error, "endpoint down") {
 			t.Errorf("attempt %d, errors %+v; want 3 attempts and 2 recorded errors", j.Attempt, j.Errors)
 		}
-		waitFor(t, "run metrics", func() bool {
+		wait.For(t, "run metrics", 15*time.Second, func() bool {
 			return histCount(t, q.reg, "sluice_jobs_run_seconds", "outcome", "error") == 2 &&
 				histCount(t, q.reg, "sluice_jobs_run_seconds", "outcome", "ok") == 1
 		})
@@ -247,13 +238,13 @@ func TestUnique(t *testing.T) {
 			t.Fatalf("%d jobs queued, want 3", len(js))
 		}
 		q.start(t)
-		waitFor(t, "jobs completed", func() bool { return completed(t, q, "housekeeping") == 3 })
+		wait.For(t, "jobs completed", 15*time.Second, func() bool { return completed(t, q, "housekeeping") == 3 })
 		// Once finished, a job no longer blocks a new one.
 		res, err := q.enqueue(ctx, "housekeeping", payload{RepoID: 1}, Unique())
 		if err != nil || res.UniqueSkippedAsDuplicate {
 			t.Fatalf("enqueue after completion: %+v, %v", res, err)
 		}
-		waitFor(t, "the new job handled", func() bool { return rec.count() == 4 })
+		wait.For(t, "the new job handled", 15*time.Second, func() bool { return rec.count() == 4 })
 	})
 }
 
@@ -269,8 +260,8 @@ func TestQueueWaitObserved(t *testing.T) {
 		}
 		time.Sleep(300 * time.Millisecond)
 		q.start(t)
-		waitFor(t, "the job handled", func() bool { return rec.count() == 1 })
-		waitFor(t, "the wait metric", func() bool { return histCount(t, q.reg, "sluice_jobs_queue_wait_seconds", "kind", "rescope") == 1 })
+		wait.For(t, "the job handled", 15*time.Second, func() bool { return rec.count() == 1 })
+		wait.For(t, "the wait metric", 15*time.Second, func() bool { return histCount(t, q.reg, "sluice_jobs_queue_wait_seconds", "kind", "rescope") == 1 })
 		wait := histSum(t, q.reg, "sluice_jobs_queue_wait_seconds", "kind", "rescope")
 		run := histSum(t, q.reg, "sluice_jobs_run_seconds", "kind", "rescope")
 		if wait < 0.3 || wait > 10 {
@@ -390,7 +381,7 @@ func TestUnknownKind(t *testing.T) {
 			t.Fatal(err)
 		}
 		older.start(t)
-		waitFor(t, "the unknown kind to be tried", func() bool {
+		wait.For(t, "the unknown kind to be tried", 15*time.Second, func() bool {
 			js := older.jobs(t, "beta")
 			return len(js) == 1 && len(js[0].Errors) > 0
 		})
@@ -422,7 +413,7 @@ func TestPeriodic(t *testing.T) {
 		for _, q := range qs {
 			q.start(t)
 		}
-		waitFor(t, "two periodic runs", func() bool { return rec.count() >= 2 })
+		wait.For(t, "two periodic runs", 15*time.Second, func() bool { return rec.count() >= 2 })
 		time.Sleep(500 * time.Millisecond)
 		rec.mu.Lock()
 		defer rec.mu.Unlock()

@@ -13,6 +13,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/sluice-scm/sluice/internal/store"
+	"github.com/sluice-scm/sluice/internal/testbed/wait"
 )
 
 // markRunning makes job id look as a crashed process left it: running in
@@ -85,7 +86,7 @@ func TestRestartRescuesOwnJobs(t *testing.T) {
 			t.Fatal("two incarnations share a client id")
 		}
 		q.start(t)
-		waitFor(t, "the orphaned job to be worked again", func() bool {
+		wait.For(t, "the orphaned job to be worked again", 15*time.Second, func() bool {
 			return q.job(t, retry).State == rivertype.JobStateCompleted
 		})
 		j := q.job(t, retry)
@@ -143,7 +144,7 @@ func TestGoneNodeJobsRescued(t *testing.T) {
 		markRunning(t, db, fresh, "node-8_17", 1, 0)
 		markRunning(t, db, live, "node_2_17", 1, time.Minute)
 
-		waitFor(t, "the gone node's job to be worked again", func() bool {
+		wait.For(t, "the gone node's job to be worked again", 15*time.Second, func() bool {
 			return q.job(t, gone).State == rivertype.JobStateCompleted
 		})
 		if e := lastError(q.job(t, gone)); !strings.Contains(e, "node node-9 is gone") {
@@ -152,7 +153,7 @@ func TestGoneNodeJobsRescued(t *testing.T) {
 		if j := q.job(t, fresh); j.State != rivertype.JobStateRunning {
 			t.Errorf("a job attempted within the grace: state %s, want still running", j.State)
 		}
-		waitFor(t, "the job attempted within the grace to be rescued after it", func() bool {
+		wait.For(t, "the job attempted within the grace to be rescued after it", 15*time.Second, func() bool {
 			return q.job(t, fresh).State == rivertype.JobStateCompleted
 		})
 		if j := q.job(t, live); j.State != rivertype.JobStateRunning {
@@ -175,7 +176,7 @@ func TestSoleWorkerRescuesAll(t *testing.T) {
 	id := q.insert(t, "diff", payload{RepoID: 1})
 	markRunning(t, db, id, "host:39211_123", 1, 0)
 	q.start(t)
-	waitFor(t, "the previous server's job to be worked", func() bool {
+	wait.For(t, "the previous server's job to be worked", 15*time.Second, func() bool {
 		return q.job(t, id).State == rivertype.JobStateCompleted
 	})
 	if e := lastError(q.job(t, id)); !strings.Contains(e, "server restarted") {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluice-scm/sluice/internal/store"
+	"github.com/sluice-scm/sluice/internal/testbed/wait"
 )
 
 func TestMeanP95(t *testing.T) {
@@ -85,7 +86,7 @@ func TestStats(t *testing.T) {
 		}
 
 		var stats map[string]KindStats
-		waitFor(t, "the jobs to settle", func() bool {
+		wait.For(t, "the jobs to settle", 15*time.Second, func() bool {
 			list, err := q.Stats(ctx)
 			if err != nil {
 				t.Fatalf("Stats: %v", err)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/sluice-scm/sluice/internal/hosting"
 	"github.com/sluice-scm/sluice/internal/store"
+	"github.com/sluice-scm/sluice/internal/testbed/wait"
 )
 
 // fakeStore serves RepoState from memory.
@@ -130,7 +131,7 @@ func (h *harness) serve(req *hosting.CacheRequest, g hosting.Generate) ([]byte, 
 
 func (h *harness) settle() {
 	h.t.Helper()
-	waitFor(h.t, func() bool { return h.c.Stats().InProgress == 0 })
+	wait.For(h.t, "no production in progress", 10*time.Second, func() bool { return h.c.Stats().InProgress == 0 })
 }
 
 func (h *harness) lookups(kind, result string) float64 {
@@ -339,7 +340,7 @@ func TestProducerFailureReachesEveryReader(t *testing.T) {
 			_, errs[i] = h.c.Serve(context.Background(), clone(1), io.Discard, g)
 		})
 	}
-	waitFor(t, func() bool { return h.lookups(KindPacks, "coalesced")+h.lookups(KindPacks, "miss") == 5 })
+	wait.For(t, "the condition", 10*time.Second, func() bool { return h.lookups(KindPacks, "coalesced")+h.lookups(KindPacks, "miss") == 5 })
 	close(release)
 	wg.Wait()
 	for i, err := range errs {
@@ -378,7 +379,7 @@ func TestClientHangUpLeavesOthers(t *testing.T) {
 	var goodErr, badErr error
 	ctx, cancel := context.WithCancel(context.Background())
 	wg.Go(func() { _, badErr = h.c.Serve(ctx, clone(1), &failingWriter{n: 10_000}, g) })
-	waitFor(t, func() bool { return h.calls.Load() == 1 })
+	wait.For(t, "the condition", 10*time.Second, func() bool { return h.calls.Load() == 1 })
 	wg.Go(func() { _, goodErr = h.c.Serve(context.Background(), clone(1), &good, g) })
 	wg.Wait()
 	cancel()
@@ -463,7 +464,7 @@ func TestEvictionUnderBudget(t *testing.T) {
 	if h.calls.Load() != before+1 {
 		t.Fatal("the least recently used entry was not evicted")
 	}
-	waitFor(t, func() bool { return countFiles(t, h.cfg.Dir) == 3 })
+	wait.For(t, "the condition", 10*time.Second, func() bool { return countFiles(t, h.cfg.Dir) == 3 })
 }
 
 func TestTTL(t *testing.T) {
@@ -616,17 +617,6 @@ func TestCloseWaitsForProducers(t *testing.T) {
 	}
 	h.c.Close()
 	assertNoTempFiles(t, h.cfg.Dir)
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("timed out waiting")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 func cacheFiles(t *testing.T, dir string) []string {

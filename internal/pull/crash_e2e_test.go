@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluice-scm/sluice/internal/config"
 	"github.com/sluice-scm/sluice/internal/testbed"
+	"github.com/sluice-scm/sluice/internal/testbed/wait"
 )
 
 // A node died twice over in the middle of pushes, and restarted: once
@@ -55,7 +56,7 @@ func TestCrashedPushesReconciled(t *testing.T) {
 	// The node running now is a later run of crash-node: it reconciles
 	// within its interval, and main takes the push within seconds.
 	start := time.Now()
-	eventually(t, "the dead run's transactions reconciled", func() bool {
+	wait.For(t, "the dead run's transactions reconciled", 45*time.Second, func() bool {
 		s, err := st.RepoState(ctx, w.repo.ID)
 		return err == nil && s.Pending == 0
 	})
@@ -67,7 +68,7 @@ func TestCrashedPushesReconciled(t *testing.T) {
 		t.Errorf("main took pushes again after %v", took)
 	}
 
-	eventually(t, "the pull request rescoped to the unannounced commit", func() bool {
+	wait.For(t, "the pull request rescoped to the unannounced commit", 45*time.Second, func() bool {
 		return w.pr(pr.ID).FromRef.LatestCommit == moved
 	})
 	got := w.pr(pr.ID)
@@ -82,7 +83,7 @@ func TestCrashedPushesReconciled(t *testing.T) {
 	if cache == nil {
 		t.Fatal("no pack cache on the test node")
 	}
-	eventually(t, "a clone served from the pack cache", func() bool {
+	wait.For(t, "a clone served from the pack cache", 45*time.Second, func() bool {
 		testbed.Git(t, t.TempDir(), "clone", "-q", "--bare", w.n.CloneURL("PRJ", "app", "admin", w.n.AdminPassword), "c.git")
 		return cache.Stats().Hits > 0
 	})

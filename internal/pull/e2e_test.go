@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluice-scm/sluice/internal/store"
 	"github.com/sluice-scm/sluice/internal/testbed"
+	"github.com/sluice-scm/sluice/internal/testbed/wait"
 )
 
 // world is one node with a repository, a checkout pushing to it, and a
@@ -180,16 +181,6 @@ func (w *world) pr(id int64) prJSON {
 
 // eventually retries cond until it holds or 45 s pass (jobs poll once a
 // second on SQLite).
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(45 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
 
 func (w *world) branch(name, base string, files map[string]string) string {
 	w.t.Helper()
@@ -270,12 +261,12 @@ func TestWorkflowDriftApproveMerge(t *testing.T) {
 	w.write("code.txt", "top 1\ntop 2\n"+strings.Replace(strings.Replace(lines(1, 10), "line 8\n", "line eight\n", 1), "line 9\n", "", 1))
 	newTip := w.commit("move things")
 	w.git("push", "-q", "origin", "feature")
-	eventually(t, "rescope", func() bool { return w.pr(pr.ID).FromRef.LatestCommit == newTip })
+	wait.For(t, "rescope", 45*time.Second, func() bool { return w.pr(pr.ID).FromRef.LatestCommit == newTip })
 
 	var list struct {
 		Values []commentJSON `json:"values"`
 	}
-	eventually(t, "comment drift", func() bool {
+	wait.For(t, "comment drift", 45*time.Second, func() bool {
 		w.must(200, w.admin, "GET", base+"/comments", nil, &list)
 		for _, c := range list.Values {
 			if c.ID == onChanged.ID && (c.Anchor == nil || c.Anchor.Line != 10 || c.Anchor.Orphaned) {
@@ -657,7 +648,7 @@ func TestRescopeOnlyForPullRequests(t *testing.T) {
 	if got := rescopes(); got != before+1 {
 		t.Fatalf("a push to the pull request's source queued %v rescope jobs, want 1", got-before)
 	}
-	eventually(t, "the pull request follows its source", func() bool { return w.pr(pr.ID).FromRef.LatestCommit == tip })
+	wait.For(t, "the pull request follows its source", 45*time.Second, func() bool { return w.pr(pr.ID).FromRef.LatestCommit == tip })
 }
 
 // A source branch that moved without its move being announced (a node

@@ -6,9 +6,11 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluice-scm/sluice/internal/store"
 	"github.com/sluice-scm/sluice/internal/testbed"
+	"github.com/sluice-scm/sluice/internal/testbed/wait"
 )
 
 // TestForkPullRequest opens a pull request from a fork made through the
@@ -171,7 +173,7 @@ func TestResetApprovalsOnChange(t *testing.T) {
 		// The rescope job resets approvals before it writes the preview
 		// merge, so once the preview has the new tip as its parent the
 		// reset, if any, has happened.
-		eventually(t, "rescope and preview", func() bool {
+		wait.For(t, "rescope and preview", 45*time.Second, func() bool {
 			out, err := testbed.GitErr(w.bare, "rev-parse", fmt.Sprintf("refs/pull-requests/%d/merge^2", pr.ID))
 			return err == nil && strings.TrimSpace(out) == tip
 		})
@@ -213,7 +215,7 @@ func TestDiffETag(t *testing.T) {
 		t.Fatalf("one file's diff with the whole diff's tag: %d, tag %q", code, other)
 	}
 	tip := w.branch("tagged", "tagged", map[string]string{"e.txt": "2\n"})
-	eventually(t, "rescope", func() bool { return w.pr(pr.ID).FromRef.LatestCommit == tip })
+	wait.For(t, "rescope", 45*time.Second, func() bool { return w.pr(pr.ID).FromRef.LatestCommit == tip })
 	code, newTag, body := get("/diff", tag)
 	if code != 200 || newTag == tag || !strings.Contains(body, `"line":"2"`) {
 		t.Fatalf("after new commits: %d, tag %q (was %q)", code, newTag, tag)

@@ -6,8 +6,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluice-scm/sluice/internal/store"
+	"github.com/sluice-scm/sluice/internal/testbed/wait"
 )
 
 // TestCanMergeWritesNothing asks "can it merge" under every strategy and
@@ -28,7 +30,7 @@ func TestCanMergeWritesNothing(t *testing.T) {
 	}
 	// Let the prepare job (which writes the preview merge, on purpose)
 	// finish before counting objects.
-	eventually(t, "the merge preview", func() bool { return stored().MergeStatus == "CLEAN" })
+	wait.For(t, "the merge preview", 45*time.Second, func() bool { return stored().MergeStatus == "CLEAN" })
 
 	objects := func() int {
 		out := w.server("cat-file", "--batch-all-objects", "--batch-check=%(objectname)")
@@ -67,7 +69,7 @@ func TestCanMergeWritesNothing(t *testing.T) {
 		t.Helper()
 		main := w.server("rev-parse", "refs/heads/main")
 		feat := w.server("rev-parse", "refs/heads/feat")
-		eventually(t, "the rescoped merge status", func() bool {
+		wait.For(t, "the rescoped merge status", 45*time.Second, func() bool {
 			pr := stored()
 			return pr.ToSHA == main && pr.FromSHA == feat && pr.MergeStatus == status
 		})

@@ -17,12 +17,14 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"golang.org/x/crypto/ssh"
 
 	"github.com/sluice-scm/sluice/internal/config"
 	"github.com/sluice-scm/sluice/internal/store"
 	"github.com/sluice-scm/sluice/internal/testbed"
+	"github.com/sluice-scm/sluice/internal/testbed/wait"
 )
 
 // smtpSink is a minimal SMTP server on 127.0.0.1 that keeps every
@@ -167,7 +169,7 @@ func TestNotifications(t *testing.T) {
 	pr := w.openPR("notify", "main", "Notify <me>") // bob is the reviewer
 	base := fmt.Sprintf("%s/%d", prs, pr.ID)
 	var inbox inboxJSON
-	eventually(t, "review request in bob's inbox", func() bool {
+	wait.For(t, "review request in bob's inbox", 45*time.Second, func() bool {
 		w.must(200, w.bob, "GET", "/rest/sluice/1.0/inbox", nil, &inbox)
 		return len(inbox.Values) == 1
 	})
@@ -178,12 +180,12 @@ func TestNotifications(t *testing.T) {
 
 	// bob comments: the author hears of it, bob does not hear of his own.
 	w.must(201, w.bob, "POST", base+"/comments", map[string]any{"text": "nice"}, nil)
-	eventually(t, "comment in the author's inbox", func() bool {
+	wait.For(t, "comment in the author's inbox", 45*time.Second, func() bool {
 		w.must(200, w.admin, "GET", "/rest/sluice/1.0/inbox", nil, &inbox)
 		return len(inbox.Values) == 1 && inbox.Values[0].Kind == store.NotifyComment
 	})
 	w.must(200, w.admin, "POST", fmt.Sprintf("%s/merge?version=%d", base, pr.Version), nil, nil)
-	eventually(t, "merge in bob's inbox", func() bool {
+	wait.For(t, "merge in bob's inbox", 45*time.Second, func() bool {
 		w.must(200, w.bob, "GET", "/rest/sluice/1.0/inbox", nil, &inbox)
 		return len(inbox.Values) == 2
 	})
@@ -228,7 +230,7 @@ func TestNotifications(t *testing.T) {
 	}
 
 	// bob has an address, so the job mailed him both; the admin has none.
-	eventually(t, "two emails to bob", func() bool { return len(sink.messages()) >= 2 })
+	wait.For(t, "two emails to bob", 45*time.Second, func() bool { return len(sink.messages()) >= 2 })
 	msgs := sink.messages()
 	if len(msgs) != 2 {
 		t.Fatalf("%d emails sent: %+v", len(msgs), msgs)

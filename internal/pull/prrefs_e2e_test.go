@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluice-scm/sluice/internal/testbed"
+	"github.com/sluice-scm/sluice/internal/testbed/wait"
 )
 
 // TestPullRequestRefs: a pull request's refs/pull-requests/N/from and (while
@@ -19,7 +21,7 @@ func TestPullRequestRefs(t *testing.T) {
 	from := fmt.Sprintf("refs/pull-requests/%d/from", pr.ID)
 	merge := fmt.Sprintf("refs/pull-requests/%d/merge", pr.ID)
 	bobURL := w.n.CloneURL("PRJ", "app", "bob", strings.TrimPrefix(w.bob, "bob:"))
-	eventually(t, "the merge preview ref", func() bool {
+	wait.For(t, "the merge preview ref", 45*time.Second, func() bool {
 		out, _ := testbed.GitErr(w.work, "ls-remote", bobURL)
 		return strings.Contains(out, from) && strings.Contains(out, merge)
 	})

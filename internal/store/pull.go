@@ -190,7 +190,7 @@ type PullComment struct {
 	ID       int64
 	PRID     int64
 	ParentID int64
-	AuthorID   int64
+	AuthorID int64
 	Text     string
 	Severity string // NORMAL or BLOCKER
 	State    string // OPEN or RESOLVED

@@ -25,6 +25,7 @@ import (
 	"github.com/sluice-scm/sluice/internal/hosting"
 	"github.com/sluice-scm/sluice/internal/store"
 	"github.com/sluice-scm/sluice/internal/testbed"
+	"github.com/sluice-scm/sluice/internal/testbed/wait"
 	"github.com/sluice-scm/sluice/internal/throttle"
 )
 
@@ -55,17 +56,6 @@ func holdTicket(t *testing.T, n *testbed.Node) func() {
 	}
 	t.Cleanup(release)
 	return release
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 type gitResult struct {
@@ -101,7 +91,7 @@ func TestE2ESecondCloneWaitsThenCompletes(t *testing.T) {
 			results[i] = gitRun(t.TempDir(), nil, "clone", "-q", url, "clone")
 		}()
 	}
-	waitFor(t, "two queued clones", func() bool { return n.App.Throttle.State().Queued == 2 })
+	wait.For(t, "two queued clones", 20*time.Second, func() bool { return n.App.Throttle.State().Queued == 2 })
 	st := adminState(t, n)
 	if st.Limit != 1 || st.InUse != 1 || st.Queued != 2 || st.Strategy != "fixed" {
 		t.Fatalf("admin state while queued: %+v", st)
@@ -172,7 +162,7 @@ func TestE2ESSHWaitsWithProgressAndTimesOut(t *testing.T) {
 	// Over SSH the waiting client is told so on stderr, and completes.
 	done := make(chan gitResult, 1)
 	go func() { done <- gitRun(t.TempDir(), env, "clone", "--progress", url, "clone") }()
-	waitFor(t, "a queued ssh clone", func() bool { return n.App.Throttle.State().Queued == 1 })
+	wait.For(t, "a queued ssh clone", 20*time.Second, func() bool { return n.App.Throttle.State().Queued == 1 })
 	time.Sleep(100 * time.Millisecond)
 	release()
 	r := <-done
@@ -447,7 +437,7 @@ func TestE2EAdaptiveControllerRuns(t *testing.T) {
 	}})
 	// The first interval primes the CPU reading, the second samples it.
 	var st throttle.State
-	waitFor(t, "a controller sample", func() bool {
+	wait.For(t, "a controller sample", 20*time.Second, func() bool {
 		st = n.App.Throttle.State()
 		return st.Controller != nil && st.Controller.Reason != "" && st.Controller.Reason != "starting"
 	})
