@@ -36,7 +36,7 @@ var layers = map[string]string{
 	"e3": "lab", "loadgen": "lab", "datagen": "lab", "bench": "lab",
 
 	// Test harness: starts real components and whole nodes.
-	"testbed": "harness", "testbed/pgtest": "harness", "pgserver": "harness", "haproxy": "harness",
+	"testbed": "harness", "testbed/pgtest": "harness", "testbed/wait": "harness", "pgserver": "harness", "haproxy": "harness",
 }
 
 // allowed says which layers a layer may import.
