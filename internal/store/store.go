@@ -199,6 +199,20 @@ type RefTxn struct {
 	CreatedAt time.Time
 }
 
+// GitRun is a git process that may move refs or receive objects, recorded
+// from before it starts until it exits (hooks.Server.Register). git takes
+// ref locks and fills its quarantine before any ref transaction is
+// recorded, so when a process start dies its runs are what says which
+// repositories may hold its leftovers, and the runs of live processes
+// bound which leftovers a live git could still own.
+type GitRun struct {
+	ID        int64
+	RepoID    int64
+	NodeID    string
+	Instance  string
+	StartedAt time.Time // the recorder's clock, like RefTxn.CreatedAt
+}
+
 // Page is a request for one page of a listing.
 type Page struct {
 	Start int
@@ -300,6 +314,13 @@ type Store interface {
 	PendingRefTxns(ctx context.Context, nodeID string) ([]RefTxn, error)
 	// ClaimRefTxn leases an abandoned transaction to one reconciler.
 	ClaimRefTxn(ctx context.Context, txnID int64, claimer string, lease time.Duration) (bool, error)
+	// BeginGitRun records a git process of instance on repoID that may
+	// move refs or receive objects, before it starts; EndGitRun forgets
+	// it (no error when it is gone); GitRuns lists every recorded one,
+	// oldest first. See GitRun.
+	BeginGitRun(ctx context.Context, repoID int64, nodeID, instance string) (int64, error)
+	EndGitRun(ctx context.Context, id int64) error
+	GitRuns(ctx context.Context) ([]GitRun, error)
 
 	// Settings: small named JSON documents (rate limits, host keys, …).
 	GetSetting(ctx context.Context, name string) (string, error) // NotFound when unset

@@ -43,6 +43,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"SSHKeys", testSSHKeys},
 		{"UserCascade", testUserCascade},
 		{"RefTxns", testRefTxns},
+		{"GitRuns", testGitRuns},
 		{"ConcurrentBumps", testConcurrentBumps},
 		{"ConcurrentRefTxns", testConcurrentRefTxns},
 		{"Settings", testSettings},
@@ -1256,4 +1257,33 @@ func testReadsSeeWrites(t *testing.T, s store.Store) {
 	for err := range errs {
 		t.Errorf("concurrent read: %v", err)
 	}
+}
+
+func testGitRuns(t *testing.T, s store.Store) {
+	c := ctx(t)
+	p := mkProject(t, s, "P")
+	r := mkRepo(t, s, p, "r")
+	before := time.Now().Add(-time.Second)
+	id1, err := s.BeginGitRun(c, r.ID, "node-a", "inst-a")
+	ok(t, err)
+	id2, err := s.BeginGitRun(c, r.ID+1000, "node-b", "inst-b") // no such repository: recorded all the same
+	ok(t, err)
+	runs, err := s.GitRuns(c)
+	ok(t, err)
+	if len(runs) != 2 || runs[0].ID != id1 || runs[1].ID != id2 {
+		t.Fatalf("git runs = %+v, want ids %d, %d", runs, id1, id2)
+	}
+	g := runs[0]
+	if g.RepoID != r.ID || g.NodeID != "node-a" || g.Instance != "inst-a" ||
+		g.StartedAt.Before(before) || g.StartedAt.After(time.Now().Add(time.Second)) || g.StartedAt.Location() != time.UTC {
+		t.Errorf("git run = %+v", g)
+	}
+	ok(t, s.EndGitRun(c, id1))
+	ok(t, s.EndGitRun(c, id1)) // already gone: no error
+	runs, err = s.GitRuns(c)
+	ok(t, err)
+	if len(runs) != 1 || runs[0].ID != id2 {
+		t.Fatalf("git runs after end = %+v, want only %d", runs, id2)
+	}
+	ok(t, s.EndGitRun(c, id2))
 }
