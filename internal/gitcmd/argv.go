@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/sluice-scm/sluice/internal/pktline"
 )
 
 // Cmd describes one git invocation. See the package doc for the role of each
@@ -235,7 +237,7 @@ var identityVars = []string{
 func checkEnv(k, v string) error {
 	switch {
 	case k == "GIT_PROTOCOL":
-		if !ValidProtocol(v) {
+		if !pktline.ValidProtocol(v) {
 			return invalid("GIT_PROTOCOL value %q", v)
 		}
 	case strings.HasPrefix(k, "SLUICE_HOOK_"):
@@ -267,56 +269,4 @@ func checkEnv(k, v string) error {
 
 func cleanAbs(p string) bool {
 	return filepath.IsAbs(p) && filepath.Clean(p) == p && !strings.ContainsAny(p, "\x00\r\n")
-}
-
-// maxProtocolLen bounds GIT_PROTOCOL. Real clients send "version=2" (9
-// bytes); the cap leaves room for future keys without letting a header
-// become an unbounded environment variable.
-const maxProtocolLen = 256
-
-// ValidProtocol reports whether s is an acceptable GIT_PROTOCOL value:
-// colon-separated key[=value] items (gitprotocol-pack(5)), keys of
-// [a-z0-9-], values of [A-Za-z0-9._-].
-func ValidProtocol(s string) bool {
-	if s == "" || len(s) > maxProtocolLen {
-		return false
-	}
-	for _, item := range strings.Split(s, ":") {
-		k, v, hasValue := strings.Cut(item, "=")
-		if k == "" || !onlyBytes(k, "abcdefghijklmnopqrstuvwxyz0123456789-") {
-			return false
-		}
-		if hasValue && (v == "" || !onlyBytes(v, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")) {
-			return false
-		}
-	}
-	return true
-}
-
-// ProtocolVersion returns the protocol version GIT_PROTOCOL value s asks
-// for: 2 or 1 when it holds version=2 or version=1 (the highest wins, as in
-// git), else 0. Invalid values mean 0.
-func ProtocolVersion(s string) int {
-	if !ValidProtocol(s) {
-		return 0
-	}
-	v := 0
-	for _, item := range strings.Split(s, ":") {
-		switch item {
-		case "version=2":
-			v = max(v, 2)
-		case "version=1":
-			v = max(v, 1)
-		}
-	}
-	return v
-}
-
-func onlyBytes(s, allowed string) bool {
-	for i := 0; i < len(s); i++ {
-		if strings.IndexByte(allowed, s[i]) < 0 {
-			return false
-		}
-	}
-	return true
 }

@@ -89,7 +89,7 @@ type Op struct {
 	// Service is UploadPack, ReceivePack or UploadArchive.
 	Service string
 	// Protocol is the client's GIT_PROTOCOL value (the Git-Protocol HTTP
-	// header, the SSH GIT_PROTOCOL env request). A value gitcmd.ValidProtocol
+	// header, the SSH GIT_PROTOCOL env request). A value pktline.ValidProtocol
 	// refuses is dropped, not refused: git itself ignores what it does not
 	// understand and answers in protocol v0, which every client speaks.
 	Protocol string
@@ -278,7 +278,7 @@ func (s *Service) AdvertiseRefs(ctx context.Context, op Op, w io.Writer) error {
 	out := &countingWriter{w: w}
 	t.out = out
 	var dst io.Writer = out
-	if op.Service == ReceivePack || gitcmd.ProtocolVersion(op.Protocol) != 2 {
+	if op.Service == ReceivePack || pktline.ProtocolVersion(op.Protocol) != 2 {
 		// Written with git's first bytes, not before, so that git failing
 		// at once still leaves the transport free to answer with a status.
 		dst = &prefixWriter{w: out, prefix: serviceHeader(op.Service)}
@@ -323,7 +323,7 @@ func (s *Service) Serve(ctx context.Context, op Op, stdin io.Reader, stdout io.W
 	in := &countingReader{r: stdin}
 	t.in = in
 
-	version := gitcmd.ProtocolVersion(op.Protocol)
+	version := pktline.ProtocolVersion(op.Protocol)
 	if op.Service == UploadPack && op.Stateless && (s.d.Cache != nil || version == 2) {
 		// The cache keys on the whole request, the queue progress
 		// depends on it, and a protocol v2 fetch's wants are checked
@@ -369,7 +369,7 @@ func (s *Service) Serve(ctx context.Context, op Op, stdin io.Reader, stdout io.W
 // packfileWriter).
 func (s *Service) serveStateless(ctx context.Context, op Op, r *store.Repository, t *tracker, body []byte, out *countingWriter) error {
 	var ur *pktline.UploadRequest
-	if gitcmd.ProtocolVersion(op.Protocol) == 2 {
+	if pktline.ProtocolVersion(op.Protocol) == 2 {
 		var err error
 		if ur, err = parseV2(body); err != nil {
 			return err
@@ -518,7 +518,7 @@ func readV2Command(r *bufio.Reader, limit int) ([]byte, error) {
 // prepare resolves and authorizes op's repository and charges the rate
 // limit. It normalizes op.Protocol.
 func (s *Service) prepare(ctx context.Context, op *Op, t *tracker) (*store.Repository, error) {
-	if op.Protocol != "" && !gitcmd.ValidProtocol(op.Protocol) {
+	if op.Protocol != "" && !pktline.ValidProtocol(op.Protocol) {
 		s.logger.Debug("ignoring invalid GIT_PROTOCOL", "protocol", op.Protocol, "remote_addr", op.RemoteAddr)
 		op.Protocol = ""
 	}

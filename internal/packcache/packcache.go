@@ -98,7 +98,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/sluice-scm/sluice/internal/gitcmd"
 	"github.com/sluice-scm/sluice/internal/hosting"
 	"github.com/sluice-scm/sluice/internal/pktline"
 	"github.com/sluice-scm/sluice/internal/store"
@@ -422,9 +421,9 @@ func kindOf(req *hosting.CacheRequest) string {
 // classify computes the key of req, or says why the cache stays out of it
 // ("" when the kind is simply switched off).
 func (c *Cache) classify(ctx context.Context, req *hosting.CacheRequest) (*lookup, string) {
-	version := gitcmd.ProtocolVersion(req.Protocol)
+	version := pktline.ProtocolVersion(req.Protocol)
 	protocol := req.Protocol
-	if protocol != "" && !gitcmd.ValidProtocol(protocol) {
+	if protocol != "" && !pktline.ValidProtocol(protocol) {
 		protocol = ""
 	}
 	lk := &lookup{repoID: req.Repo.ID}

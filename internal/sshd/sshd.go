@@ -94,6 +94,7 @@ import (
 	"github.com/sluice-scm/sluice/internal/auth"
 	"github.com/sluice-scm/sluice/internal/gitcmd"
 	"github.com/sluice-scm/sluice/internal/hosting"
+	"github.com/sluice-scm/sluice/internal/pktline"
 	"github.com/sluice-scm/sluice/internal/problem"
 	"github.com/sluice-scm/sluice/internal/store"
 )
@@ -868,7 +869,7 @@ func (c *conn) session(ch ssh.Channel, reqs <-chan *ssh.Request) {
 		case "env":
 			var kv struct{ Name, Value string }
 			ok := ssh.Unmarshal(req.Payload, &kv) == nil && !started &&
-				kv.Name == "GIT_PROTOCOL" && gitcmd.ValidProtocol(kv.Value)
+				kv.Name == "GIT_PROTOCOL" && pktline.ValidProtocol(kv.Value)
 			if ok {
 				protocol = kv.Value
 			}
