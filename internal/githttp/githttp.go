@@ -25,9 +25,10 @@
 // is 401, which git needs to see as a status to retry with credentials.
 //
 // Request bodies are bounded after decompression (a gzip bomb hits the same
-// cap as a plain body), and upload-pack bodies are checked for pkt-line
-// framing as they stream to git, so a malformed or oversized request ends
-// with a clear ERR line rather than git's "the remote end hung up". Responses
+// cap as a plain body), and upload-pack bodies and receive-pack's ref
+// commands are checked for pkt-line framing as they stream to git
+// (pktline.CheckFraming), so a malformed or oversized request ends with a
+// clear ERR line rather than git's "the remote end hung up". Responses
 // stream, flushed after every write.
 //
 // A push is not tied to its client's connection once the client has sent
@@ -54,6 +55,7 @@ import (
 	"github.com/sluice-scm/sluice/internal/auth"
 	"github.com/sluice-scm/sluice/internal/config"
 	"github.com/sluice-scm/sluice/internal/hosting"
+	"github.com/sluice-scm/sluice/internal/pktline"
 	"github.com/sluice-scm/sluice/internal/problem"
 	"github.com/sluice-scm/sluice/internal/store"
 	"github.com/sluice-scm/sluice/internal/throttle"
@@ -287,11 +289,11 @@ func (h *handler) rpc(w http.ResponseWriter, r *http.Request, rt route) {
 	}
 	sideband := false
 	if service == hosting.UploadPack {
-		body = &framingReader{r: body}
+		body = pktline.CheckFraming(body)
 	} else {
 		var br *bufio.Reader
-		br, sideband = peekSideband(body)
-		body = &framingReader{r: br, firstSection: true}
+		br, sideband = pktline.PeekSideband(body)
+		body = pktline.CheckFramingUntilFlush(br)
 	}
 	err = h.svc.Serve(ctx, op, body, out)
 	if out.gone.Load() {
