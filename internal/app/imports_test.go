@@ -86,7 +86,6 @@ var forbidden = []struct {
 var known = map[string]string{
 	"githttp -> config":    "issue 20 item 7: settings passed, not imported",
 	"packcache -> hosting": "issue 20 item 1: the clone contract points one way",
-	"throttle -> hosting":  "issue 20 item 1",
 }
 
 const module = "github.com/sluice-scm/sluice/internal/"

@@ -10,8 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/sluice-scm/sluice/internal/hosting"
 	"github.com/sluice-scm/sluice/internal/problem"
+	"github.com/sluice-scm/sluice/internal/throttle"
 )
 
 func pkt(s string) string { return fmt.Sprintf("%04x%s", len(s)+4, s) }
@@ -184,8 +184,9 @@ func TestPathsNeverReachTheStore(t *testing.T) {
 // on POST.
 func TestErrorsGitPrints(t *testing.T) {
 	var refuseAdvert, refuseRPC atomic.Bool
-	f := newFixture(t, serverOptions{admit: func(op hosting.Op) error {
-		if (op.Advertisement && refuseAdvert.Load()) || (!op.Advertisement && refuseRPC.Load()) {
+	f := newFixture(t, serverOptions{admit: func(tk throttle.Ticket) error {
+		advertisement := strings.HasSuffix(tk.Command, "-advertisement")
+		if (advertisement && refuseAdvert.Load()) || (!advertisement && refuseRPC.Load()) {
 			return &problem.Error{Kind: problem.Throttled, Message: "server is busy", RetryAfter: 7}
 		}
 		return nil

@@ -28,6 +28,7 @@ import (
 	"github.com/sluice-scm/sluice/internal/hosting"
 	"github.com/sluice-scm/sluice/internal/repo"
 	"github.com/sluice-scm/sluice/internal/store"
+	"github.com/sluice-scm/sluice/internal/throttle"
 )
 
 // TestMain lets this test binary stand in for `sluice hook NAME`: the hook
@@ -53,12 +54,12 @@ func (c *countingStore) RepoBySlug(ctx context.Context, key, slug string) (*stor
 
 // admissionFunc is a test Admission; a nil admit admits everything.
 type admissionFunc struct {
-	admit func(op hosting.Op) error
+	admit func(tk throttle.Ticket) error
 }
 
-func (a *admissionFunc) Admit(ctx context.Context, p *auth.Principal, op hosting.Op, progress func(string)) (func(), error) {
+func (a *admissionFunc) Admit(ctx context.Context, tk throttle.Ticket, progress func(string)) (func(), error) {
 	if a.admit != nil {
-		if err := a.admit(op); err != nil {
+		if err := a.admit(tk); err != nil {
 			return nil, err
 		}
 	}
@@ -72,7 +73,7 @@ func (a *admissionFunc) RateLimit(ctx context.Context, p *auth.Principal, remote
 type serverOptions struct {
 	maxInputSize   int64
 	maxRequestBody int64
-	admit          func(op hosting.Op) error
+	admit          func(tk throttle.Ticket) error
 	cache          hosting.Cache
 	// policy judges pushes in pre-receive; tests use it to hold a push
 	// at a known point.

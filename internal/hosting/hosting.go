@@ -72,6 +72,7 @@ import (
 	"github.com/sluice-scm/sluice/internal/problem"
 	"github.com/sluice-scm/sluice/internal/repo"
 	"github.com/sluice-scm/sluice/internal/store"
+	"github.com/sluice-scm/sluice/internal/throttle"
 )
 
 // Git services a transport may ask for.
@@ -108,14 +109,15 @@ type Op struct {
 	Stderr io.Writer
 }
 
-// Admission decides whether an operation may run now. The throttle package
-// implements it; nil admits everything.
+// Admission decides whether an operation may run now: the throttle
+// service (*throttle.Throttle), whose ticket describes the operation as it
+// needs it (hosting fills one in from the Op); nil admits everything.
 type Admission interface {
-	// Admit takes a hosting ticket for op, waiting (bounded) when the node is
+	// Admit takes a hosting ticket, waiting (bounded) when the node is
 	// saturated; progress receives human-readable queueing messages. The
 	// returned release gives the ticket back. A refusal is a problem error,
-	// usually Throttled with a RetryAfter.
-	Admit(ctx context.Context, p *auth.Principal, op Op, progress func(msg string)) (release func(), err error)
+	// usually Unavailable with a RetryAfter.
+	Admit(ctx context.Context, tk throttle.Ticket, progress func(msg string)) (release func(), err error)
 	// RateLimit charges one git operation to p (remote identifies an
 	// anonymous caller) and returns a Throttled problem when over budget.
 	RateLimit(ctx context.Context, p *auth.Principal, remote string) error
@@ -552,7 +554,7 @@ func (s *Service) run(ctx context.Context, op Op, r *store.Repository, t *tracke
 				}
 			}
 		}
-		release, err := s.d.Admission.Admit(ctx, op.Principal, op, progress)
+		release, err := s.d.Admission.Admit(ctx, ticket(op), progress)
 		t.queued = time.Since(start)
 		if err != nil {
 			return err
@@ -697,12 +699,24 @@ func (s *Service) begin(op Op) *tracker {
 	return &tracker{s: s, op: op, start: time.Now()}
 }
 
-func (t *tracker) command() string {
-	c := strings.TrimPrefix(t.op.Service, "git-")
-	if t.op.Advertisement {
+func (t *tracker) command() string { return command(t.op) }
+
+// command names op in logs and metrics.
+func command(op Op) string {
+	c := strings.TrimPrefix(op.Service, "git-")
+	if op.Advertisement {
 		return c + "-advertisement"
 	}
 	return c
+}
+
+// ticket is what the throttle needs to know of op.
+func ticket(op Op) throttle.Ticket {
+	return throttle.Ticket{
+		Principal: op.Principal, RemoteAddr: op.RemoteAddr,
+		ProjectKey: op.ProjectKey, Slug: op.Slug,
+		Command: command(op), Transport: op.Transport,
+	}
 }
 
 func (t *tracker) finish(err error) error {

@@ -21,6 +21,7 @@ import (
 	"github.com/sluice-scm/sluice/internal/problem"
 	"github.com/sluice-scm/sluice/internal/repo"
 	"github.com/sluice-scm/sluice/internal/store"
+	"github.com/sluice-scm/sluice/internal/throttle"
 )
 
 // recorder is an Admission and a Cache that record the order of calls.
@@ -43,7 +44,7 @@ func (r *recorder) Calls() string {
 	return strings.Join(r.calls, ",")
 }
 
-func (r *recorder) Admit(ctx context.Context, p *auth.Principal, op hosting.Op, progress func(string)) (func(), error) {
+func (r *recorder) Admit(ctx context.Context, tk throttle.Ticket, progress func(string)) (func(), error) {
 	r.note("admit")
 	return func() { r.note("release") }, nil
 }

@@ -11,8 +11,8 @@ import (
 
 	"github.com/sluice-scm/sluice/internal/auth"
 	"github.com/sluice-scm/sluice/internal/config"
-	"github.com/sluice-scm/sluice/internal/hosting"
 	"github.com/sluice-scm/sluice/internal/testbed"
+	"github.com/sluice-scm/sluice/internal/throttle"
 )
 
 // ticketWorld is a world with one hosting ticket.
@@ -29,8 +29,8 @@ func ticketWorld(t *testing.T, queueWait time.Duration) *world {
 // the returned release is called.
 func (w *world) holdTicket() func() {
 	w.t.Helper()
-	release, err := w.n.App.Throttle.Admit(context.Background(), &auth.Principal{UserID: 1 << 40, Name: "holder"},
-		hosting.Op{Service: hosting.UploadPack, Transport: "test"}, nil)
+	release, err := w.n.App.Throttle.Admit(context.Background(), throttle.Ticket{
+		Principal: &auth.Principal{UserID: 1 << 40, Name: "holder"}, Command: "upload-pack", Transport: "test"}, nil)
 	if err != nil {
 		w.t.Fatal(err)
 	}

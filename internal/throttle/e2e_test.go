@@ -22,7 +22,6 @@ import (
 
 	"github.com/sluice-scm/sluice/internal/auth"
 	"github.com/sluice-scm/sluice/internal/config"
-	"github.com/sluice-scm/sluice/internal/hosting"
 	"github.com/sluice-scm/sluice/internal/store"
 	"github.com/sluice-scm/sluice/internal/testbed"
 	"github.com/sluice-scm/sluice/internal/testbed/wait"
@@ -49,8 +48,8 @@ func ticketNode(t *testing.T, queueWait time.Duration, withSSH bool) *testbed.No
 // the returned release is called.
 func holdTicket(t *testing.T, n *testbed.Node) func() {
 	t.Helper()
-	release, err := n.App.Throttle.Admit(context.Background(), &auth.Principal{UserID: 1 << 40, Name: "holder"},
-		hosting.Op{Service: hosting.UploadPack, Transport: "test"}, nil)
+	release, err := n.App.Throttle.Admit(context.Background(), throttle.Ticket{
+		Principal: &auth.Principal{UserID: 1 << 40, Name: "holder"}, Command: "upload-pack", Transport: "test"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

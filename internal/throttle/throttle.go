@@ -1,7 +1,9 @@
 // Package throttle keeps a node responsive at any load: it limits how many
 // git processes run at once (hosting tickets), queues the rest fairly with
-// a bounded length and wait, and rate-limits each principal. It implements
-// hosting.Admission, and wraps the REST API in the same rate limit.
+// a bounded length and wait, and rate-limits each principal. Its git-facing
+// API is Admit (a Ticket, a progress callback) and RateLimit, which hosting,
+// the runner that calls it, adapts to; it wraps the REST API in the same
+// rate limit.
 //
 // # Tickets
 //
@@ -161,7 +163,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-scm/sluice/internal/auth"
-	"github.com/sluice-scm/sluice/internal/hosting"
 	"github.com/sluice-scm/sluice/internal/problem"
 	"github.com/sluice-scm/sluice/internal/store"
 )
@@ -235,8 +236,7 @@ type Options struct {
 	OnRateLimitsChanged func()
 }
 
-// Throttle is one node's admission control. It implements
-// hosting.Admission.
+// Throttle is one node's admission control.
 type Throttle struct {
 	cfg    Config
 	opts   Options
@@ -257,8 +257,6 @@ type Throttle struct {
 	started   bool
 	closeOnce sync.Once
 }
-
-var _ hosting.Admission = (*Throttle)(nil)
 
 // New builds a Throttle. Start runs its controller and settings poll;
 // Close stops them.
@@ -526,13 +524,30 @@ func (t *Throttle) SetRateLimits(ctx context.Context, rl RateLimits) error {
 // fallback for a node that missed the event.
 func (t *Throttle) Reload(ctx context.Context) { t.poll(ctx) }
 
-// Admit implements hosting.Admission: it takes a ticket for op, queueing
-// fairly when none is free.
-func (t *Throttle) Admit(ctx context.Context, p *auth.Principal, op hosting.Op, progress func(msg string)) (func(), error) {
-	key := principalKey(p, op.RemoteAddr)
+// Ticket describes the git operation that asks for a hosting ticket.
+type Ticket struct {
+	Principal *auth.Principal
+	// RemoteAddr is the client's address: anonymous callers queue by it.
+	RemoteAddr string
+	// ProjectKey and Slug name the repository as the client wrote them;
+	// its size sizes the memory estimate.
+	ProjectKey, Slug string
+	// Command and Transport label the log line of a refusal as hosting
+	// labels the operation's own ("upload-pack", "upload-pack-advertisement",
+	// "receive-pack", …; "http", "ssh").
+	Command, Transport string
+}
+
+// Admit takes a hosting ticket for tk, queueing fairly when none is free;
+// progress, when not nil, receives the queueing messages while it waits. The
+// returned release gives the ticket back. A refusal is a problem error
+// (Unavailable, with a RetryAfter).
+func (t *Throttle) Admit(ctx context.Context, tk Ticket, progress func(msg string)) (func(), error) {
+	p := tk.Principal
+	key := principalKey(p, tk.RemoteAddr)
 	var mem int64
 	if t.ctrl != nil {
-		mem = t.estimate(ctx, op)
+		mem = t.estimate(ctx, tk)
 	}
 	start := t.now()
 	var report func(int)
@@ -547,7 +562,7 @@ func (t *Throttle) Admit(ctx context.Context, p *auth.Principal, op hosting.Op, 
 		t.m.wait.Observe(waited.Seconds())
 	}
 	if err != nil {
-		return nil, t.refuse(err, p, op, waited)
+		return nil, t.refuse(err, tk, waited)
 	}
 	granted := t.now()
 	var once sync.Once
@@ -556,7 +571,7 @@ func (t *Throttle) Admit(ctx context.Context, p *auth.Principal, op hosting.Op, 
 	}, nil
 }
 
-func (t *Throttle) refuse(err error, p *auth.Principal, op hosting.Op, waited time.Duration) error {
+func (t *Throttle) refuse(err error, tk Ticket, waited time.Duration) error {
 	var reason string
 	var pe *problem.Error
 	switch {
@@ -573,9 +588,9 @@ func (t *Throttle) refuse(err error, p *auth.Principal, op hosting.Op, waited ti
 	pe.RetryAfter = t.retryAfter()
 	t.m.rejections.WithLabelValues(reason).Inc()
 	ps := t.pool.state()
-	t.logger.Info("git operation refused", "reason", reason, "principal", principalName(p),
-		"repo", op.ProjectKey+"/"+op.Slug, "command", strings.TrimPrefix(op.Service, "git-"),
-		"transport", op.Transport, "remote_addr", op.RemoteAddr, "waited_ms", waited.Milliseconds(),
+	t.logger.Info("git operation refused", "reason", reason, "principal", principalName(tk.Principal),
+		"repo", tk.ProjectKey+"/"+tk.Slug, "command", tk.Command,
+		"transport", tk.Transport, "remote_addr", tk.RemoteAddr, "waited_ms", waited.Milliseconds(),
 		"limit", ps.Limit, "in_use", ps.InUse, "queued", ps.Queued, "retry_after", pe.RetryAfter)
 	return pe
 }
@@ -592,7 +607,8 @@ func (t *Throttle) retryAfter() int {
 	return max(1, min(300, int(math.Ceil(secs))))
 }
 
-// RateLimit implements hosting.Admission: it charges one git operation.
+// RateLimit charges one git operation to p (remote identifies an anonymous
+// caller) and returns a Throttled problem when over budget.
 func (t *Throttle) RateLimit(ctx context.Context, p *auth.Principal, remote string) error {
 	return t.charge(p, remote, "git")
 }
@@ -637,13 +653,13 @@ type sizeEntry struct {
 // lookup (one query and a directory listing) off most operations.
 const sizeTTL = time.Minute
 
-// estimate is op's memory estimate by Bitbucket's rule.
-func (t *Throttle) estimate(ctx context.Context, op hosting.Op) int64 {
+// estimate is tk's memory estimate by Bitbucket's rule.
+func (t *Throttle) estimate(ctx context.Context, tk Ticket) int64 {
 	fallback := int64(memFallback * memFactor)
 	if t.opts.RepoPath == nil {
 		return fallback
 	}
-	key := strings.ToUpper(op.ProjectKey) + "/" + op.Slug
+	key := strings.ToUpper(tk.ProjectKey) + "/" + tk.Slug
 	now := t.now()
 	t.mu.Lock()
 	e, ok := t.sizes[key]
@@ -651,7 +667,7 @@ func (t *Throttle) estimate(ctx context.Context, op hosting.Op) int64 {
 	if ok && now.Before(e.expires) {
 		return e.est
 	}
-	r, err := t.opts.Store.RepoBySlug(ctx, op.ProjectKey, op.Slug)
+	r, err := t.opts.Store.RepoBySlug(ctx, tk.ProjectKey, tk.Slug)
 	if err != nil {
 		return fallback
 	}

@@ -15,7 +15,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/sluice-scm/sluice/internal/auth"
-	"github.com/sluice-scm/sluice/internal/hosting"
 	"github.com/sluice-scm/sluice/internal/problem"
 	"github.com/sluice-scm/sluice/internal/store"
 )
@@ -121,9 +120,10 @@ func TestAdmitRefusals(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	th := newThrottle(t, cfg, newFakeStore(), Options{Registerer: reg, ProgressEvery: 50 * time.Millisecond})
 	ctx := context.Background()
-	op := hosting.Op{ProjectKey: "PRJ", Slug: "r", Service: hosting.UploadPack, Transport: "http", RemoteAddr: "127.0.0.1:1"}
+	tk := Ticket{Principal: alice, ProjectKey: "PRJ", Slug: "r", Command: "upload-pack", Transport: "http", RemoteAddr: "127.0.0.1:1"}
+	as := func(p *auth.Principal) Ticket { t := tk; t.Principal = p; return t }
 
-	release, err := th.Admit(ctx, alice, op, nil)
+	release, err := th.Admit(ctx, tk, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +131,7 @@ func TestAdmitRefusals(t *testing.T) {
 	var msgs []string
 	waitErr := make(chan error, 1)
 	go func() {
-		_, err := th.Admit(ctx, &auth.Principal{UserID: 2, Name: "bob"}, op, func(m string) {
+		_, err := th.Admit(ctx, as(&auth.Principal{UserID: 2, Name: "bob"}), func(m string) {
 			mu.Lock()
 			msgs = append(msgs, m)
 			mu.Unlock()
@@ -141,7 +141,7 @@ func TestAdmitRefusals(t *testing.T) {
 	waitQueued(t, th.pool, 1)
 
 	// The queue holds one: the next request is refused at once.
-	_, err = th.Admit(ctx, &auth.Principal{UserID: 3, Name: "carol"}, op, nil)
+	_, err = th.Admit(ctx, as(&auth.Principal{UserID: 3, Name: "carol"}), nil)
 	if problem.KindOf(err) != problem.Unavailable || problem.Message(err) != "server busy: queue full" || problem.RetryAfter(err) < 1 {
 		t.Fatalf("queue full: %v (kind %v, retry %d)", err, problem.KindOf(err), problem.RetryAfter(err))
 	}
@@ -181,13 +181,13 @@ func TestAdmitQueueWaitLongerMessage(t *testing.T) {
 	cfg := fixedConfig(1)
 	cfg.QueueWait = 1100 * time.Millisecond
 	th := newThrottle(t, cfg, newFakeStore(), Options{})
-	op := hosting.Op{Service: hosting.UploadPack}
-	release, err := th.Admit(context.Background(), alice, op, nil)
+	tk := Ticket{Principal: alice, Command: "upload-pack"}
+	release, err := th.Admit(context.Background(), tk, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer release()
-	_, err = th.Admit(context.Background(), alice, op, nil)
+	_, err = th.Admit(context.Background(), tk, nil)
 	if got := problem.Message(err); got != "waited 1s for capacity; try again later" {
 		t.Fatalf("message %q", got)
 	}
