@@ -23,6 +23,9 @@
 //   - an access token's scope caps the action (read < write < admin);
 //   - an SSH access key reaches its one repository, within its scope, and
 //     nothing else.
+//   - a project or repository HTTP access token reaches its project (and
+//     the project's repositories) or its repository, within its grant,
+//     and nothing else (resourcetoken.go).
 //
 // A caller who may not read a resource gets NotFound, exactly as if it did
 // not exist, so private names do not leak; an anonymous caller gets
@@ -65,6 +68,9 @@ type Principal struct {
 	// AccessKeyID and AccessKeyRepoID are set for an SSH access key, which
 	// belongs to a repository rather than a user.
 	AccessKeyID, AccessKeyRepoID int64
+	// ResourceToken is set for a project or repository HTTP access token,
+	// which belongs to that resource rather than a user (resourcetoken.go).
+	ResourceToken *ResourceTokenGrant
 }
 
 // Anonymous is the principal of a caller who gave no credentials.
@@ -72,7 +78,7 @@ func Anonymous() *Principal { return &Principal{Anonymous: true} }
 
 // IsAnonymous reports whether p carries no identity at all.
 func (p *Principal) IsAnonymous() bool {
-	return p == nil || p.Anonymous || (p.UserID == 0 && p.AccessKeyID == 0 && p.AccessKeyRepoID == 0)
+	return p == nil || p.Anonymous || (p.UserID == 0 && p.AccessKeyID == 0 && p.AccessKeyRepoID == 0 && p.ResourceToken == nil)
 }
 
 // isAccessKey reports whether p is an SSH access key. Either field makes
@@ -86,6 +92,8 @@ func (p *Principal) String() string {
 	switch {
 	case p.IsAnonymous():
 		return "anonymous"
+	case p.ResourceToken != nil:
+		return p.ResourceToken.String()
 	case p.isAccessKey():
 		return fmt.Sprintf("accesskey:%d", p.AccessKeyID)
 	case p.TokenID != 0:

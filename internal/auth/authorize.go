@@ -40,6 +40,9 @@ func (s *Service) Authorize(ctx context.Context, p *Principal, res Resource, a A
 		// with a zero repository; refuse the programming error outright.
 		return fmt.Errorf("authorize: resource without id")
 	}
+	if p != nil && p.ResourceToken != nil && !p.Anonymous {
+		return authorizeResourceToken(p, res, a)
+	}
 	if p.isAccessKey() {
 		return authorizeAccessKey(p, res, a)
 	}

@@ -20,6 +20,9 @@ const TokenUserName = "x-token-auth"
 //     must belong to that user), or x-token-auth and a token;
 //   - Bearer with an access token.
 //
+// A project or repository access token is accepted wherever a personal
+// token is, and over Basic with any user name: it belongs to no user.
+//
 // A token gives the same principal, with the same scope, whichever way it
 // arrives, so Basic and Bearer cannot be told apart by Authorize. Malformed
 // or wrong credentials give Unauthenticated; they never fall back to
@@ -47,7 +50,9 @@ func (s *Service) AuthenticateHTTP(r *http.Request) (*Principal, error) {
 		if !ok || user == "" {
 			return nil, malformed
 		}
-		if strings.EqualFold(user, TokenUserName) {
+		// A project or repository token belongs to no user, so whatever
+		// user name comes with it names nobody (CI tools fill in one).
+		if strings.EqualFold(user, TokenUserName) || looksLikeResourceToken(pass) {
 			return s.Token(ctx, pass)
 		}
 		// A password with the exact shape of a token is taken as one: a

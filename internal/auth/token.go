@@ -82,6 +82,11 @@ func looksLikeToken(s string) bool {
 // expired or revoked token, or one whose user is disabled or deleted, gives
 // the same Unauthenticated error.
 func (s *Service) Token(ctx context.Context, secret string) (*Principal, error) {
+	if strings.HasPrefix(secret, resourceTokenPrefix) {
+		p, err := s.resourceToken(ctx, secret)
+		s.count(methodToken, err)
+		return p, err
+	}
 	p, err := s.token(ctx, secret)
 	s.count(methodToken, err)
 	return p, err
