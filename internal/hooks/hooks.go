@@ -46,6 +46,8 @@
 // Whatever git leaves open (it was killed between prepared and committed,
 // or the database was away when committed ran), and whatever a node that
 // died left open, is reconciled against the refs on disk; see reconcile.go.
+// What a git killed before prepared leaves (ref locks, its quarantine) is
+// found through the record every registration writes; see leftovers.go.
 package hooks
 
 import (
@@ -129,8 +131,12 @@ type Config struct {
 	// transaction call after the prepared phase recorded its transaction
 	// and before a committed or aborted phase ends it, with the phase's
 	// name: blocking in it holds git inside that phase, with its ref
-	// locks taken, so a test can kill git there. An error ends the call
-	// at once, recording nothing more, as a node dying there would.
+	// locks taken, so a test can kill git there. It also runs as
+	// "preparing" in the prepared phase before the transaction is
+	// recorded (ref locks taken, nothing recorded), and as "pre-receive"
+	// at the start of pre-receive (the pushed objects in quarantine). An
+	// error ends the call at once, recording nothing more, as a node
+	// dying there would.
 	TestPhaseHook func(phase string, repoID int64) error
 }
 
@@ -206,11 +212,20 @@ type Server struct {
 	// whose end could not be recorded (the database was down); the
 	// reconciler finishes them.
 	orphans map[int64]orphan
+	// endedRuns are this process's git runs whose git has exited but
+	// whose record could not be deleted; the reconciler deletes them.
+	endedRuns map[int64]bool
+	// started is when this process's server started: an earlier process
+	// of this node was dead by then.
+	started time.Time
 }
 
 // registration is one registered request and its open ref transactions.
 type registration struct {
 	req Request
+	// run is the id of the request's git run record (store.GitRun), 0
+	// when it could not be written.
+	run int64
 
 	mu sync.Mutex
 	// open maps a transaction's hook input to the ids of the transactions
@@ -248,6 +263,7 @@ type metrics struct {
 	duration   *prometheus.HistogramVec
 	reconciled *prometheus.CounterVec
 	deadLocks  prometheus.Counter
+	leftovers  *prometheus.CounterVec
 }
 
 // NewServer listens on a fresh unix socket and serves hook calls until
@@ -283,6 +299,10 @@ func NewServer(cfg Config, st store.Store, logger *slog.Logger, reg prometheus.R
 			Name: "sluice_hooks_dead_ref_locks_removed_total",
 			Help: "Ref lock files left by a dead git process that the reconciler removed.",
 		}),
+		leftovers: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_hooks_dead_leftovers_removed_total",
+			Help: "Ref locks and push quarantines that git processes dead before recording their transaction left, removed by the reconciler, by kind (lock, quarantine).",
+		}, []string{"kind"}),
 	}
 	if cfg.Instance == "" {
 		cfg.Instance = randomHex(8)
@@ -291,7 +311,7 @@ func NewServer(cfg Config, st store.Store, logger *slog.Logger, reg prometheus.R
 		cfg.AbandonAfter = DefaultAbandonAfter
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.calls, m.duration, m.reconciled, m.deadLocks} {
+		for _, c := range []prometheus.Collector{m.calls, m.duration, m.reconciled, m.deadLocks, m.leftovers} {
 			if err := reg.Register(c); err != nil {
 				return nil, fmt.Errorf("register hooks metrics: %w", err)
 			}
@@ -299,13 +319,16 @@ func NewServer(cfg Config, st store.Store, logger *slog.Logger, reg prometheus.R
 	}
 
 	s := &Server{
-		cfg:     cfg,
-		st:      st,
-		logger:  logger.With("component", "hooks"),
-		metrics: m,
-		regs:    make(map[string]*registration),
-		orphans: make(map[int64]orphan),
+		cfg:       cfg,
+		st:        st,
+		logger:    logger.With("component", "hooks"),
+		metrics:   m,
+		regs:      make(map[string]*registration),
+		orphans:   make(map[int64]orphan),
+		endedRuns: make(map[int64]bool),
+		started:   time.Now(),
 	}
+	removeDeadSockets(cfg.SocketDir)
 	if err := s.listen(); err != nil {
 		return nil, err
 	}
@@ -413,10 +436,14 @@ func (s *Server) OnPushed(fn func(req Request, updates []RefUpdate)) {
 
 // Register makes req known to the server and returns the environment to add
 // to the git process that serves it. done unregisters it and ends any ref
-// transaction git left open; call it after git has exited.
+// transaction git left open; call it after git has exited. Register
+// records the git process (store.GitRun, see leftovers.go) before git
+// starts; when the database cannot take that record, every hook call of
+// the request is refused, so that git moves no ref and keeps no pack.
 func (s *Server) Register(req Request) (env []string, done func()) {
 	token := randomHex(32)
 	r := &registration{req: req, open: make(map[string][]int64), unended: make(map[int64]string)}
+	s.recordRun(r)
 	s.mu.Lock()
 	s.regs[token] = r
 	s.mu.Unlock()
@@ -428,6 +455,7 @@ func (s *Server) Register(req Request) (env []string, done func()) {
 			s.mu.Unlock()
 			s.endLeftovers(r)
 			s.notifyPushed(r)
+			s.endRun(r)
 		})
 	}
 	return []string{hookclient.EnvSocket + "=" + s.socketPath, hookclient.EnvToken + "=" + token}, done
@@ -493,6 +521,9 @@ func (s *Server) serveConn(conn net.Conn) {
 	var req hookclient.Request
 	dec := json.NewDecoder(io.LimitReader(conn, hookclient.MaxWireRequest))
 	if err := dec.Decode(&req); err != nil {
+		if errors.Is(err, io.EOF) {
+			return // a liveness probe (removeDeadSockets) sends nothing
+		}
 		s.logger.Warn("bad hook request", "err", err)
 		s.metrics.calls.WithLabelValues("unknown", "error").Inc()
 		return
@@ -531,6 +562,11 @@ func (s *Server) dispatch(req *hookclient.Request) (hookclient.Response, string)
 		s.logger.Warn("hook call with an unknown token", "hook", hookLabel(req.Hook))
 		return hookclient.Response{Code: 1, Message: "sluice: hook call refused: unknown request"}, outcomeRefused
 	}
+	if r.run == 0 {
+		// Unrecorded, a git killed before it recorded a transaction
+		// would leave locks and a quarantine no reconciler finds.
+		return hookclient.Response{Code: 1, Message: "sluice: the push could not be recorded (database unavailable); nothing was changed, try again"}, outcomeError
+	}
 	ctx, cancel := context.WithTimeout(s.ctx, serverTimeout)
 	defer cancel()
 	log := s.logger.With("hook", req.Hook, "repo_id", r.req.RepoID)
@@ -545,6 +581,11 @@ func (s *Server) dispatch(req *hookclient.Request) (hookclient.Response, string)
 }
 
 func (s *Server) preReceive(ctx context.Context, log *slog.Logger, r *registration, req *hookclient.Request) (hookclient.Response, string) {
+	if s.cfg.TestPhaseHook != nil {
+		if err := s.cfg.TestPhaseHook("pre-receive", r.req.RepoID); err != nil {
+			return hookclient.Response{Code: 1, Message: err.Error()}, outcomeError
+		}
+	}
 	updates, err := ParseUpdates(req.Stdin)
 	if err != nil {
 		log.Error("parse pre-receive input", "err", err)
@@ -752,6 +793,11 @@ func (s *Server) referenceTransaction(ctx context.Context, log *slog.Logger, r *
 	case "prepared":
 		if resp, outcome, ok := s.judge(ctx, log, r, updates); !ok {
 			return resp, outcome
+		}
+		if s.cfg.TestPhaseHook != nil {
+			if err := s.cfg.TestPhaseHook("preparing", r.req.RepoID); err != nil {
+				return hookclient.Response{Code: 1, Message: err.Error()}, outcomeError
+			}
 		}
 		id, err := s.st.BeginRefTxn(ctx, r.req.RepoID, s.cfg.NodeID, s.cfg.Instance, input)
 		if err != nil {

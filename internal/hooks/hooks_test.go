@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -50,10 +51,48 @@ type fakeStore struct {
 	failEnd   bool
 	ended     map[int64]bool // txn id → committed
 	lists     int            // PendingRefTxns calls: reconciler passes
+	runs      map[int64]store.GitRun
+	nextRun   int64
+	failRuns  bool
 }
 
 func newFakeStore() *fakeStore {
-	return &fakeStore{gen: map[int64]int64{}, txns: map[int64]store.RefTxn{}, ended: map[int64]bool{}}
+	return &fakeStore{gen: map[int64]int64{}, txns: map[int64]store.RefTxn{}, ended: map[int64]bool{}, runs: map[int64]store.GitRun{}}
+}
+
+func (f *fakeStore) BeginGitRun(_ context.Context, repoID int64, nodeID, instance string) (int64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.failRuns {
+		return 0, problem.New(problem.Unavailable, "database unavailable")
+	}
+	f.nextRun++
+	f.runs[f.nextRun] = store.GitRun{ID: f.nextRun, RepoID: repoID, NodeID: nodeID, Instance: instance, StartedAt: time.Now()}
+	return f.nextRun, nil
+}
+
+func (f *fakeStore) EndGitRun(_ context.Context, id int64) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.failRuns {
+		return problem.New(problem.Unavailable, "database unavailable")
+	}
+	delete(f.runs, id)
+	return nil
+}
+
+func (f *fakeStore) GitRuns(context.Context) ([]store.GitRun, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.failRuns {
+		return nil, problem.New(problem.Unavailable, "database unavailable")
+	}
+	var out []store.GitRun
+	for _, g := range f.runs {
+		out = append(out, g)
+	}
+	slices.SortFunc(out, func(a, b store.GitRun) int { return int(a.ID - b.ID) })
+	return out, nil
 }
 
 func (f *fakeStore) RepoState(_ context.Context, repoID int64) (store.RepoState, error) {
@@ -951,5 +990,51 @@ func TestPreparedJudgesUserMoves(t *testing.T) {
 	defer done()
 	if code, _ := run(t, env, "reference-transaction", []string{"prepared"}, line(zero, oidA, "refs/heads/x")); code == 0 {
 		t.Errorf("a move with no actor went through")
+	}
+}
+
+// A crashed process's hook socket (nobody listens on it) is removed when
+// the next server starts in the same directory; a live one is kept.
+func TestDeadSocketsRemoved(t *testing.T) {
+	dir := t.TempDir()
+	live, err := NewServer(Config{NodeID: "n", SocketDir: dir}, newFakeStore(), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.Close()
+	dead := filepath.Join(dir, "hooks-dead.sock")
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: dead, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln.SetUnlinkOnClose(false) // as a killed process leaves it
+	ln.Close()
+	// A temporary socket directory a crashed process left (its data
+	// directory's path was too long for a socket).
+	tmpDir, err := os.MkdirTemp("", "sluice-hooks-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(tmpDir)
+	ln, err = net.ListenUnix("unix", &net.UnixAddr{Name: filepath.Join(tmpDir, "hooks-x.sock"), Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln.SetUnlinkOnClose(false)
+	ln.Close()
+
+	next, err := NewServer(Config{NodeID: "n", SocketDir: dir}, newFakeStore(), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer next.Close()
+	if _, err := os.Lstat(dead); !os.IsNotExist(err) {
+		t.Errorf("dead socket still there: %v", err)
+	}
+	if _, err := os.Lstat(tmpDir); !os.IsNotExist(err) {
+		t.Errorf("dead socket directory still there: %v", err)
+	}
+	if _, err := os.Lstat(live.SocketPath()); err != nil {
+		t.Errorf("live socket removed: %v", err)
 	}
 }

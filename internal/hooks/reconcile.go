@@ -68,6 +68,10 @@ type RefDisk interface {
 	// RemoveDeadRefLock removes ref's lock if it holds want, the value a
 	// dead git was about to write; it reports whether it did.
 	RemoveDeadRefLock(repoID int64, ref, want string) (bool, error)
+	// RemoveDeadLeftovers removes the ref locks and push quarantines last
+	// modified before cutoff, except the locks of the refs in keep, and
+	// returns what it removed (see leftovers.go).
+	RemoveDeadLeftovers(repoID int64, cutoff time.Time, keep map[string]bool) ([]string, error)
 }
 
 // orphan is a transaction of this process whose git has exited but whose
@@ -127,6 +131,9 @@ func (s *Server) reconcilePass(ctx context.Context, repoID int64) error {
 	}
 	// One registry look-up per process start per pass.
 	live := map[string]bool{}
+	// keep: per repository, the refs of transactions no process proven
+	// dead holds, whose locks may be a live git's.
+	keep := map[int64]map[string]bool{}
 	var errs []error
 	for _, t := range txns {
 		if repoID != 0 && t.RepoID != repoID {
@@ -135,9 +142,15 @@ func (s *Server) reconcilePass(ctx context.Context, repoID int64) error {
 		req, ok, err := s.abandoned(ctx, t, live)
 		if err != nil {
 			errs = append(errs, err)
-			continue
 		}
-		if !ok {
+		if err != nil || !ok {
+			updates, _ := ParseUpdates([]byte(t.Updates))
+			for _, u := range updates {
+				if keep[t.RepoID] == nil {
+					keep[t.RepoID] = map[string]bool{}
+				}
+				keep[t.RepoID][u.Ref] = true
+			}
 			continue
 		}
 		if _, err := s.reconcileTxn(ctx, t, req); err != nil {
@@ -160,6 +173,9 @@ func (s *Server) reconcilePass(ctx context.Context, repoID int64) error {
 		}
 	}
 	s.mu.Unlock()
+	if err := s.reconcileRuns(ctx, repoID, keep, live); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }
 

@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluice-scm/sluice/internal/auth"
 	"github.com/sluice-scm/sluice/internal/repo"
+	"github.com/sluice-scm/sluice/internal/store"
 )
 
 // crashBed is a bare repository served by hooks servers sharing one store,
@@ -321,5 +322,170 @@ func TestReconcileAfterDatabaseOutage(t *testing.T) {
 		if !committed {
 			t.Errorf("txn %d ended as not committed", id)
 		}
+	}
+}
+
+// A node killed after git locked the ref and before the prepared hook
+// recorded the transaction leaves main.lock that no transaction names; the
+// restarted node finds it through the dead process's git run and removes
+// it at once.
+func TestReconcileUnrecordedLockAfterRestart(t *testing.T) {
+	b := newCrashBed(t)
+	b.commit("one")
+	first := b.server(Config{NodeID: "node-1"})
+	if err := b.push(first); err != nil {
+		t.Fatalf("first push: %v", err)
+	}
+	c2 := b.commit("two")
+	b.killInside(Config{NodeID: "node-1", Instance: "run-1"}, "preparing")
+	lock := filepath.Join(b.remote, "refs", "heads", "main.lock")
+	if _, err := os.Stat(lock); err != nil {
+		t.Fatalf("no lock left behind; the test proves nothing: %v", err)
+	}
+	if got := state(t, b.st, 1); got.Pending != 0 {
+		t.Fatalf("state = %+v, want no transaction recorded", got)
+	}
+	if err := b.push(first); err == nil || !strings.Contains(err.Error(), "File exists") {
+		t.Fatalf("push past the dead lock: %v; want git's lock error", err)
+	}
+
+	restarted := b.server(Config{NodeID: "node-1", Instance: "run-2"})
+	if err := restarted.Reconcile(context.Background()); err != nil {
+		t.Fatalf("Reconcile: %v", err)
+	}
+	if _, err := os.Stat(lock); !os.IsNotExist(err) {
+		t.Errorf("dead lock still there: %v", err)
+	}
+	if runs, _ := b.st.GitRuns(context.Background()); len(runs) != 0 {
+		t.Errorf("git runs left: %+v", runs)
+	}
+	if err := b.push(restarted); err != nil {
+		t.Fatalf("push after the restart: %v", err)
+	}
+	if got := b.rev("refs/heads/main"); got != c2 {
+		t.Errorf("main = %s, want %s", got, c2)
+	}
+}
+
+// quarantines lists the push quarantines of the bed's repository.
+func (b *crashBed) quarantines() []string {
+	b.t.Helper()
+	m, _ := filepath.Glob(filepath.Join(b.remote, "objects", "tmp_objdir-incoming-*"))
+	return m
+}
+
+// A node killed while its push's objects are in quarantine leaves the
+// quarantine; the restarted node removes it.
+func TestReconcileDeadQuarantineAfterRestart(t *testing.T) {
+	b := newCrashBed(t)
+	b.commit("one")
+	b.killInside(Config{NodeID: "node-1", Instance: "run-1"}, "pre-receive")
+	if len(b.quarantines()) == 0 {
+		t.Fatal("no quarantine left behind; the test proves nothing")
+	}
+	restarted := b.server(Config{NodeID: "node-1", Instance: "run-2"})
+	if err := restarted.Reconcile(context.Background()); err != nil {
+		t.Fatalf("Reconcile: %v", err)
+	}
+	if q := b.quarantines(); len(q) != 0 {
+		t.Errorf("quarantine still there: %v", q)
+	}
+}
+
+// Another node's dead git run is cleaned up by a live node once it is
+// AbandonAfter old and its process gone, but not while a live git of the
+// repository started before the leftover: that git could own it.
+func TestReconcileDeadRunOfGoneNode(t *testing.T) {
+	b := newCrashBed(t)
+	b.commit("one")
+	b.killInside(Config{NodeID: "node-1", Instance: "dead"}, "preparing")
+	lock := filepath.Join(b.remote, "refs", "heads", "main.lock")
+	if _, err := os.Stat(lock); err != nil {
+		t.Fatalf("no lock left behind: %v", err)
+	}
+	ctx := context.Background()
+	// A live node's git of the same repository, older than the lock.
+	var liveRun int64
+	b.st.set(func() {
+		b.st.nextRun++
+		liveRun = b.st.nextRun
+		b.st.runs[liveRun] = store.GitRun{ID: liveRun, RepoID: 1, NodeID: "node-3", Instance: "alive", StartedAt: time.Now().Add(-time.Minute)}
+	})
+	processLive := func(_ context.Context, _, instance string) (bool, error) { return instance == "alive", nil }
+
+	young := b.server(Config{NodeID: "node-2", AbandonAfter: time.Hour, ProcessLive: processLive})
+	if err := young.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(lock); err != nil {
+		t.Fatalf("a lock of a run younger than AbandonAfter was removed: %v", err)
+	}
+
+	live := b.server(Config{NodeID: "node-2", AbandonAfter: time.Nanosecond, ProcessLive: processLive})
+	if err := live.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(lock); err != nil {
+		t.Fatalf("a lock younger than a live git's start was removed: %v", err)
+	}
+	if runs, _ := b.st.GitRuns(ctx); len(runs) != 2 {
+		t.Fatalf("git runs = %+v, want the dead one kept for a later pass and the live one", runs)
+	}
+
+	b.st.EndGitRun(ctx, liveRun)
+	if err := live.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(lock); !os.IsNotExist(err) {
+		t.Errorf("dead lock still there once no live git could own it: %v", err)
+	}
+	if runs, _ := b.st.GitRuns(ctx); len(runs) != 0 {
+		t.Errorf("git runs left: %+v", runs)
+	}
+}
+
+// A registration whose git run cannot be recorded moves nothing: its
+// hooks refuse, so no unrecorded git can leave a lock behind.
+func TestUnrecordedRunRefused(t *testing.T) {
+	b := newCrashBed(t)
+	b.commit("one")
+	s := b.server(Config{NodeID: "node-1"})
+	b.st.set(func() { b.st.failRuns = true })
+	err := b.push(s)
+	if err == nil || !strings.Contains(err.Error(), "could not be recorded") {
+		t.Fatalf("push without a git run record: %v; want it refused", err)
+	}
+	if got := b.rev("refs/heads/main"); got != "" {
+		t.Errorf("main moved to %s", got)
+	}
+	b.st.set(func() { b.st.failRuns = false })
+	if err := b.push(s); err != nil {
+		t.Fatalf("push once the database is back: %v", err)
+	}
+	if runs, _ := b.st.GitRuns(context.Background()); len(runs) != 0 {
+		t.Errorf("git runs left after the push: %+v", runs)
+	}
+}
+
+// A run whose end could not be recorded is ended by the reconciler.
+func TestEndedRunRetried(t *testing.T) {
+	b := newCrashBed(t)
+	b.commit("one")
+	s := b.server(Config{NodeID: "node-1"})
+	cmd, done := b.pushCmd(s)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("push: %v: %s", err, out)
+	}
+	b.st.set(func() { b.st.failRuns = true })
+	done()
+	b.st.set(func() { b.st.failRuns = false })
+	if runs, _ := b.st.GitRuns(context.Background()); len(runs) != 1 {
+		t.Fatalf("git runs = %+v, want the unended one", runs)
+	}
+	if err := s.Reconcile(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if runs, _ := b.st.GitRuns(context.Background()); len(runs) != 0 {
+		t.Errorf("git runs left: %+v", runs)
 	}
 }

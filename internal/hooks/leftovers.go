@@ -1,0 +1,268 @@
+package hooks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/sluice-scm/sluice/internal/store"
+)
+
+// Leftovers of git processes that died before they recorded anything.
+//
+// git takes a push's ref locks, and receives its pack into a quarantine
+// (objects/tmp_objdir-incoming-*), before the prepared hook records a ref
+// transaction; a pull request job's update-ref locks its ref the same way.
+// A node killed in that window leaves a lock that no transaction names,
+// which blocks the branch, or a quarantine as large as the pack, and
+// housekeeping removes such files only once they are an hour old, since a
+// file carries no owner.
+//
+// So the intent is recorded before git starts: Register writes a
+// store.GitRun (repository, node, process instance, start time) and done
+// deletes it, two short statements per push. When a run's instance is
+// provably dead, by the rules the reconciler applies to ref transactions
+// (an earlier process of this node: at once; another node's: once the run
+// is AbandonAfter old and ProcessLive says its process is gone), its
+// repository may hold leftovers, and the reconciler removes there
+// (repo.RemoveDeadLeftovers) every ref lock and push quarantine last
+// modified before the cutoff
+//
+//	min(when the dead process was dead at the latest,
+//	    start of the oldest other run of the repository not proven dead − clockMargin)
+//
+// except the locks of refs a pending transaction of a process not proven
+// dead names. The first bound is this process's start for an earlier
+// process of this node, the moment of the pass otherwise. The second is
+// what makes the removal safe against live gits: every git that may take a
+// ref lock or make a quarantine in a Sluice repository is registered
+// (the reference-transaction hook refuses an unregistered one, and a
+// registration whose run could not be recorded is refused too), a git
+// creates its files after its run started, so a file older than the
+// oldest live run is no live git's. While a live run is older than a dead
+// file (a long push on another node that started before the crash), the
+// file waits for it to end: the dead run's record stays, and a later pass
+// tries again.
+//
+// What is left is narrow, and safe for refs: a release without git runs
+// (a rolling upgrade) takes locks no run bounds, and two reconcilers
+// cleaning the same repository may race on one lock (one removes it, a
+// live git takes it again, the other removes that). Either way a live git
+// loses its lock between taking it and renaming it into place: its rename
+// then fails, unless yet another git took the lock meanwhile (then the
+// first git's rename would install the other's value), so a single
+// theft makes that push fail and moves no ref. clockMargin covers the
+// clocks of the nodes (run start times) and of the file server (file
+// times) disagreeing.
+
+// clockMargin is how far apart the clocks of the nodes and of the shared
+// filesystem's server may be. NTP keeps them within milliseconds; a second
+// allows for a badly synchronised one at the cost of a second's delay.
+const clockMargin = time.Second
+
+// recordRun writes r's git run; a failure leaves r unrecorded, and its
+// hook calls are refused (see dispatch).
+func (s *Server) recordRun(r *registration) {
+	ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
+	defer cancel()
+	id, err := s.st.BeginGitRun(ctx, r.req.RepoID, s.cfg.NodeID, s.cfg.Instance)
+	if err != nil {
+		s.logger.Warn("record git run; its hook calls will be refused", "repo_id", r.req.RepoID, "err", err)
+		return
+	}
+	r.run = id
+}
+
+// endRun deletes r's git run; a failure is retried by the reconciler.
+func (s *Server) endRun(r *registration) {
+	if r.run == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
+	defer cancel()
+	if err := s.st.EndGitRun(ctx, r.run); err != nil {
+		s.logger.Warn("end git run; the reconciler retries", "repo_id", r.req.RepoID, "run_id", r.run, "err", err)
+		s.mu.Lock()
+		s.endedRuns[r.run] = true
+		s.mu.Unlock()
+	}
+}
+
+// reconcileRuns removes what dead git runs of repoID (0: every
+// repository) left; keep holds, per repository, the refs named by
+// pending transactions of processes not proven dead.
+func (s *Server) reconcileRuns(ctx context.Context, repoID int64, keep map[int64]map[string]bool, live map[string]bool) error {
+	runs, err := s.st.GitRuns(ctx)
+	if err != nil {
+		return fmt.Errorf("list git runs: %w", err)
+	}
+	now := time.Now()
+	type repoRuns struct {
+		dead       []store.GitRun
+		deadBy     time.Time // the latest moment a dead process was dead
+		oldestLive time.Time
+	}
+	repos := map[int64]*repoRuns{}
+	var errs []error
+	for _, g := range runs {
+		if repoID != 0 && g.RepoID != repoID {
+			continue
+		}
+		rr := repos[g.RepoID]
+		if rr == nil {
+			rr = &repoRuns{}
+			repos[g.RepoID] = rr
+		}
+		dead, deadBy, err := s.runDead(ctx, g, live, now)
+		switch {
+		case err != nil:
+			errs = append(errs, err)
+			fallthrough // not proven dead
+		case !dead:
+			if rr.oldestLive.IsZero() || g.StartedAt.Before(rr.oldestLive) {
+				rr.oldestLive = g.StartedAt
+			}
+		default:
+			rr.dead = append(rr.dead, g)
+			if deadBy.After(rr.deadBy) {
+				rr.deadBy = deadBy
+			}
+		}
+	}
+	for id, rr := range repos {
+		if len(rr.dead) == 0 {
+			continue
+		}
+		cutoff, complete := rr.deadBy, true
+		if !rr.oldestLive.IsZero() && rr.oldestLive.Add(-clockMargin).Before(cutoff) {
+			cutoff, complete = rr.oldestLive.Add(-clockMargin), false
+		}
+		if s.cfg.Refs != nil {
+			removed, err := s.cfg.Refs.RemoveDeadLeftovers(id, cutoff, keep[id])
+			for _, p := range removed {
+				kind := "lock"
+				if strings.HasPrefix(p, "objects/") {
+					kind = "quarantine"
+				}
+				s.metrics.leftovers.WithLabelValues(kind).Inc()
+			}
+			if len(removed) > 0 {
+				s.logger.Warn("removed what dead git processes left", "repo_id", id, "removed", removed,
+					"dead_runs", len(rr.dead), "complete", complete)
+			}
+			if err != nil {
+				errs = append(errs, fmt.Errorf("repository %d: %w", id, err))
+				continue
+			}
+		}
+		if !complete {
+			continue // a live run still bounds the cutoff: try again later
+		}
+		for _, g := range rr.dead {
+			if err := s.st.EndGitRun(ctx, g.ID); err != nil {
+				errs = append(errs, fmt.Errorf("end dead git run %d: %w", g.ID, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// runDead says whether g's process is provably dead and, if so, by when
+// at the latest. A run of this process whose end could not be recorded is
+// ended here instead.
+func (s *Server) runDead(ctx context.Context, g store.GitRun, live map[string]bool, now time.Time) (bool, time.Time, error) {
+	if g.Instance == s.cfg.Instance {
+		s.mu.Lock()
+		ended := s.endedRuns[g.ID]
+		s.mu.Unlock()
+		if ended {
+			if err := s.st.EndGitRun(ctx, g.ID); err != nil {
+				return false, time.Time{}, fmt.Errorf("end git run %d: %w", g.ID, err)
+			}
+			s.mu.Lock()
+			delete(s.endedRuns, g.ID)
+			s.mu.Unlock()
+		}
+		return false, time.Time{}, nil // ours, running (or just ended: it bounds nothing dead)
+	}
+	if g.NodeID == s.cfg.NodeID {
+		return true, s.started, nil // an earlier process of this node
+	}
+	if s.cfg.ProcessLive == nil || now.Sub(g.StartedAt) < s.cfg.AbandonAfter {
+		return false, time.Time{}, nil
+	}
+	key := g.NodeID + "\x00" + g.Instance
+	alive, ok := live[key]
+	if !ok {
+		var err error
+		if alive, err = s.cfg.ProcessLive(ctx, g.NodeID, g.Instance); err != nil {
+			return false, time.Time{}, fmt.Errorf("is node %q alive: %w", g.NodeID, err)
+		}
+		live[key] = alive
+	}
+	return !alive, now, nil
+}
+
+// removeDeadSockets removes, before this server listens, the hook sockets
+// in dir that nobody listens on (a crashed process of this node left them;
+// a clean Close removes its own), and the temporary socket directories of
+// this user that hold only such sockets. A socket is judged by connecting
+// to it: refused means no listener.
+func removeDeadSockets(dir string) {
+	if dir != "" {
+		removeDeadSocketsIn(dir)
+	}
+	tmp := os.TempDir()
+	entries, err := os.ReadDir(tmp)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if !e.IsDir() || !strings.HasPrefix(e.Name(), "sluice-hooks-") {
+			continue
+		}
+		p := filepath.Join(tmp, e.Name())
+		if fi, err := e.Info(); err != nil || !ownedByMe(fi) {
+			continue
+		}
+		if n, dead := removeDeadSocketsIn(p); n > 0 && n == dead {
+			os.Remove(p) // fails, harmlessly, if anything else is inside
+		}
+	}
+}
+
+// removeDeadSocketsIn removes dir's dead hook sockets and reports how many
+// hook sockets it found and how many were dead.
+func removeDeadSocketsIn(dir string) (found, dead int) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, 0
+	}
+	for _, e := range entries {
+		if e.Type()&os.ModeSocket == 0 || !strings.HasPrefix(e.Name(), "hooks-") || !strings.HasSuffix(e.Name(), ".sock") {
+			continue
+		}
+		found++
+		p := filepath.Join(dir, e.Name())
+		conn, err := net.DialTimeout("unix", p, time.Second)
+		if err == nil {
+			conn.Close()
+			continue
+		}
+		if errors.Is(err, syscall.ECONNREFUSED) && os.Remove(p) == nil {
+			dead++
+		}
+	}
+	return found, dead
+}
+
+func ownedByMe(fi os.FileInfo) bool {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && int(st.Uid) == os.Getuid()
+}
