@@ -97,9 +97,6 @@ func (m *Manager) RemoveDeadLeftovers(id int64, cutoff time.Time, keep map[strin
 		}
 		removed = append(removed, "objects/"+e.Name())
 	}
-	if len(removed) > 0 {
-		m.logger.Warn("removed what dead git processes left", "repo_id", id, "removed", removed)
-	}
 	return removed, errors.Join(errs...)
 }
 
