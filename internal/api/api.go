@@ -52,6 +52,7 @@ import (
 
 	"github.com/sluice-scm/sluice/internal/accounts"
 	"github.com/sluice-scm/sluice/internal/auth"
+	"github.com/sluice-scm/sluice/internal/branchperm"
 	"github.com/sluice-scm/sluice/internal/gitcmd"
 	"github.com/sluice-scm/sluice/internal/hooks"
 	"github.com/sluice-scm/sluice/internal/problem"
@@ -84,12 +85,15 @@ type Deps struct {
 	// PackCache backs the SCM cache admin endpoints (cache.go); nil leaves
 	// them out.
 	PackCache PackCache
-	// Pulls serves pull requests, branch permissions and build statuses
+	// Pulls serves pull requests and build statuses
 	// (pulls*.go); nil leaves those routes out.
 	Pulls *pull.Service
 	// Webhooks serves repository webhooks (webhooks.go); nil leaves
 	// those routes out.
 	Webhooks *webhook.Service
+	// BranchPerms serves branch permissions (pulls_admin.go), among the
+	// pull request routes; nil leaves those routes out.
+	BranchPerms *branchperm.Service
 	// Cluster backs the cluster status endpoint (cluster.go); nil leaves
 	// it out.
 	Cluster ClusterStatus

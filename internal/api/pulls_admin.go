@@ -6,8 +6,8 @@ import (
 	"strings"
 
 	"github.com/sluice-scm/sluice/internal/auth"
+	"github.com/sluice-scm/sluice/internal/branchperm"
 	"github.com/sluice-scm/sluice/internal/problem"
-	"github.com/sluice-scm/sluice/internal/pull"
 	"github.com/sluice-scm/sluice/internal/store"
 )
 
@@ -20,7 +20,21 @@ const (
 
 func (s *server) pullAdminRoutes() []route {
 	rs := append(append(buildRoutes(), s.reviewerRoutes()...), s.insightRoutes()...) // reviewers.go, insights.go
+	if s.BranchPerms != nil {
+		rs = append(rs, restrictionRoutes()...)
+	}
 	return append(rs, []route{
+		{Method: "GET", Pattern: repository + "/settings/pull-requests", Summary: "Merge strategy, merge checks and default reviewers (REPO_ADMIN)",
+			handle: (*call).getPullSettings},
+		{Method: "POST", Pattern: repository + "/settings/pull-requests", Summary: "Change pull request settings (REPO_ADMIN)",
+			Body:   "{defaultStrategy, strategies, checks: {minApprovals, noNeedsWork, noOpenTasks, minSuccessfulBuilds}, defaultReviewers}",
+			handle: (*call).putPullSettings},
+	}...)
+}
+
+// restrictionRoutes are the branch permissions (branchperm).
+func restrictionRoutes() []route {
+	return []route{
 		{Method: "GET", Pattern: restrictRepo, Summary: "List a repository's branch permissions (REPO_ADMIN)", Paged: true, handle: (*call).listRestrictions},
 		{Method: "POST", Pattern: restrictRepo, Summary: "Add a branch permission (REPO_ADMIN)",
 			Body: "{type, matcher: {id, type: {id: BRANCH|PATTERN}}, users: [name], groups: [name]}", handle: (*call).createRestriction},
@@ -32,13 +46,7 @@ func (s *server) pullAdminRoutes() []route {
 		{Method: "GET", Pattern: restrictProject + "/{id}", Summary: "Get a project branch permission (PROJECT_ADMIN)", handle: (*call).getRestriction},
 		{Method: "DELETE", Pattern: restrictProject + "/{id}", Summary: "Remove a project branch permission (PROJECT_ADMIN)", Success: 204,
 			handle: (*call).deleteRestriction},
-
-		{Method: "GET", Pattern: repository + "/settings/pull-requests", Summary: "Merge strategy, merge checks and default reviewers (REPO_ADMIN)",
-			handle: (*call).getPullSettings},
-		{Method: "POST", Pattern: repository + "/settings/pull-requests", Summary: "Change pull request settings (REPO_ADMIN)",
-			Body:   "{defaultStrategy, strategies, checks: {minApprovals, noNeedsWork, noOpenTasks, minSuccessfulBuilds}, defaultReviewers}",
-			handle: (*call).putPullSettings},
-	}...)
+	}
 }
 
 func jsonUnmarshal(s string, v any) error { return json.Unmarshal([]byte(s), v) }
@@ -91,7 +99,7 @@ func (c *call) restrictionJSON(r *store.BranchRestriction) restrictionJSON {
 	}
 	out.Matcher.ID, out.Matcher.DisplayID, out.Matcher.Active = r.MatcherID, strings.TrimPrefix(r.MatcherID, "refs/heads/"), true
 	out.Matcher.Type.ID = r.MatcherType
-	out.Matcher.Type.Name = map[string]string{pull.MatchBranch: "Branch", pull.MatchPattern: "Pattern"}[r.MatcherType]
+	out.Matcher.Type.Name = map[string]string{branchperm.MatchBranch: "Branch", branchperm.MatchPattern: "Pattern"}[r.MatcherType]
 	out.Users, out.Groups, out.AccessKeys = []userJSON{}, []string{}, []any{}
 	users := map[int64]*store.User{}
 	for _, id := range r.UserIDs {
@@ -125,7 +133,7 @@ func (c *call) listRestrictions() error {
 	if err != nil {
 		return err
 	}
-	rs, err := c.s.Pulls.Restrictions(c.ctx, repoID, projectID)
+	rs, err := c.s.BranchPerms.Restrictions(c.ctx, repoID, projectID)
 	if err != nil {
 		return err
 	}
@@ -153,7 +161,7 @@ func (c *call) createRestriction() error {
 	}
 	r := &store.BranchRestriction{RepoID: repoID, ProjectID: projectID, Type: in.Type, MatcherID: in.Matcher.ID, MatcherType: in.Matcher.Type.ID}
 	if r.MatcherType == "" {
-		r.MatcherType = pull.MatchBranch
+		r.MatcherType = branchperm.MatchBranch
 	}
 	for _, name := range in.Users {
 		u, err := c.s.Store.UserByName(c.ctx, name)
@@ -169,7 +177,7 @@ func (c *call) createRestriction() error {
 		}
 		r.GroupIDs = append(r.GroupIDs, g.ID)
 	}
-	if err := c.s.Pulls.CreateRestriction(c.ctx, r); err != nil {
+	if err := c.s.BranchPerms.CreateRestriction(c.ctx, r); err != nil {
 		return err
 	}
 	return c.json(c.restrictionJSON(r))
@@ -192,7 +200,7 @@ func (c *call) getRestriction() error {
 	if err != nil {
 		return err
 	}
-	r, err := c.s.Pulls.Restriction(c.ctx, repoID, projectID, id)
+	r, err := c.s.BranchPerms.Restriction(c.ctx, repoID, projectID, id)
 	if err != nil {
 		return err
 	}
@@ -208,7 +216,7 @@ func (c *call) deleteRestriction() error {
 	if err != nil {
 		return err
 	}
-	if err := c.s.Pulls.DeleteRestriction(c.ctx, repoID, projectID, id); err != nil {
+	if err := c.s.BranchPerms.DeleteRestriction(c.ctx, repoID, projectID, id); err != nil {
 		return err
 	}
 	return c.noContent()

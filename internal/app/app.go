@@ -36,6 +36,7 @@ import (
 	"github.com/sluice-scm/sluice/internal/accounts"
 	"github.com/sluice-scm/sluice/internal/api"
 	"github.com/sluice-scm/sluice/internal/auth"
+	"github.com/sluice-scm/sluice/internal/branchperm"
 	"github.com/sluice-scm/sluice/internal/config"
 	"github.com/sluice-scm/sluice/internal/gitcmd"
 	"github.com/sluice-scm/sluice/internal/githttp"
@@ -103,6 +104,8 @@ type App struct {
 	Handler  http.Handler
 	Pulls    *pull.Service
 	Webhooks *webhook.Service
+	// BranchPerms is the branch permissions, judged by the push policy.
+	BranchPerms *branchperm.Service
 	// SSH is nil when server.ssh_addr is empty.
 	SSH *sshd.Server
 	// ready answers /readyz and whether writes are refused (readiness.go).
@@ -689,20 +692,21 @@ func (a *App) routes() http.Handler {
 	// serves carry the bound address (BaseURL).
 	restAPI := lazyHandler(func() http.Handler {
 		return api.New(api.Deps{
-			Store:      a.Store,
-			Auth:       a.Auth,
-			Accounts:   a.Accounts,
-			Repos:      a.Repos,
-			Git:        a.Git,
-			Hooks:      a.Hooks,
-			Logger:     a.Logger,
-			BaseURL:    a.BaseURL(),
-			SSHBaseURL: a.SSHBaseURL(),
-			Throttle:   a.Throttle,
-			PackCache:  packCache,
-			Pulls:      a.Pulls,
-			Webhooks:   a.Webhooks,
-			Cluster:    clusterStatus{a},
+			Store:       a.Store,
+			Auth:        a.Auth,
+			Accounts:    a.Accounts,
+			Repos:       a.Repos,
+			Git:         a.Git,
+			Hooks:       a.Hooks,
+			Logger:      a.Logger,
+			BaseURL:     a.BaseURL(),
+			SSHBaseURL:  a.SSHBaseURL(),
+			Throttle:    a.Throttle,
+			PackCache:   packCache,
+			Pulls:       a.Pulls,
+			Webhooks:    a.Webhooks,
+			BranchPerms: a.BranchPerms,
+			Cluster:     clusterStatus{a},
 		})
 	})
 	mux.Handle("/rest/", a.Throttle.Middleware(restAPI))

@@ -3,15 +3,15 @@ package app
 import (
 	"fmt"
 
+	"github.com/sluice-scm/sluice/internal/branchperm"
 	"github.com/sluice-scm/sluice/internal/entity"
 	"github.com/sluice-scm/sluice/internal/pull"
-	"github.com/sluice-scm/sluice/internal/repo"
 	"github.com/sluice-scm/sluice/internal/webhook"
 )
 
-// newPulls builds the webhooks and the pull request service. Both
-// register job handlers, so this must run before the job queue is first
-// used; pull installs the branch permission policy in the hooks server.
+// newPulls builds the webhooks, branch permissions and the pull request
+// service, and installs the push policy. Webhooks and pull register job
+// handlers, so this must run before the job queue is first used.
 func (a *App) newPulls() error {
 	cfg := a.Config
 	hooks, err := webhook.New(webhook.Deps{
@@ -34,6 +34,7 @@ func (a *App) newPulls() error {
 	// as repo:refs_changed once the request ends.
 	a.Hooks.OnPushed(hooks.OnPushed)
 
+	a.BranchPerms = branchperm.New(branchperm.Deps{Store: a.Store, Restrictions: a.DB, Repos: a.Repos, Git: a.Git, Logger: a.Logger})
 	p, err := pull.New(pull.Deps{
 		Store:         a.Store,
 		Pulls:         a.DB,
@@ -44,10 +45,10 @@ func (a *App) newPulls() error {
 		Hooks:         a.Hooks,
 		Jobs:          a.Jobs,
 		Webhooks:      hooks,
+		BranchPerms:   a.BranchPerms,
 		Logger:        a.Logger,
 		Registerer:    a.Registry,
 		Config: pull.Config{
-			PushLimits: repo.PushLimits{MaxBlobSize: int64(cfg.Git.MaxBlobSize), MaxTreeDepth: cfg.Git.MaxTreeDepth},
 			SMTP: pull.SMTPConfig{
 				Host:     cfg.SMTP.Host,
 				Port:     cfg.SMTP.Port,
@@ -62,5 +63,6 @@ func (a *App) newPulls() error {
 		return fmt.Errorf("pull requests: %w", err)
 	}
 	a.Pulls = p
+	a.installPushPolicy()
 	return nil
 }

@@ -17,16 +17,17 @@ import (
 func (a *App) web() http.Handler {
 	return lazyHandler(func() http.Handler {
 		d := web.Deps{
-			Store:      a.Store,
-			Sessions:   a.DB,
-			Auth:       a.Auth,
-			Accounts:   a.Accounts,
-			Repos:      a.Repos,
-			Logger:     a.Logger,
-			BaseURL:    a.BaseURL(),
-			SSHBaseURL: a.SSHBaseURL(),
-			Version:    Version,
-			Pulls:      a.Pulls,
+			Store:       a.Store,
+			Sessions:    a.DB,
+			Auth:        a.Auth,
+			Accounts:    a.Accounts,
+			Repos:       a.Repos,
+			Logger:      a.Logger,
+			BaseURL:     a.BaseURL(),
+			SSHBaseURL:  a.SSHBaseURL(),
+			Version:     Version,
+			Pulls:       a.Pulls,
+			BranchPerms: a.BranchPerms,
 		}
 		// Interfaces stay nil (section "not enabled") when a service is
 		// off: a typed nil pointer would look enabled.

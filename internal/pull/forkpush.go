@@ -63,6 +63,19 @@ import (
 // maxListedBorrowed bounds how many borrowed objects a rejection names.
 const maxListedBorrowed = 3
 
+// CheckForkPush is the fork part of the push policy app installs in the
+// hooks server (hooks.Policy semantics, with the repository rp already
+// read): a push (quarantineEnv set) to a fork may not make the parent's
+// objects reachable. Other repositories, and server-side moves (no
+// quarantine: they name commits the fork's refs already reach, which the
+// REST handlers check), pass without a look.
+func (s *Service) CheckForkPush(ctx context.Context, req hooks.Request, rp *store.Repository, updates []hooks.RefUpdate, quarantineEnv []string) error {
+	if rp.ForkOf == 0 || quarantineEnv == nil {
+		return nil
+	}
+	return s.checkForkPush(ctx, req, rp, updates, quarantineEnv)
+}
+
 // checkForkPush refuses a push to fork that makes objects reachable that
 // came neither with the push nor from the fork's own refs.
 func (s *Service) checkForkPush(ctx context.Context, req hooks.Request, fork *store.Repository, updates []hooks.RefUpdate, qenv []string) error {

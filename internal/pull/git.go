@@ -21,6 +21,8 @@ const zeroOID = "0000000000000000000000000000000000000000"
 
 func isZero(oid string) bool { return strings.Trim(oid, "0") == "" }
 
+func shortRef(ref string) string { return strings.TrimPrefix(ref, "refs/heads/") }
+
 // resolve returns the commit ref points at in dir, "" when the ref does not
 // exist.
 func (s *Service) resolve(ctx context.Context, dir, ref string) (string, error) {

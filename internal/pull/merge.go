@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluice-scm/sluice/internal/auth"
+	"github.com/sluice-scm/sluice/internal/branchperm"
 	"github.com/sluice-scm/sluice/internal/problem"
 	"github.com/sluice-scm/sluice/internal/store"
 	"github.com/sluice-scm/sluice/internal/webhook"
@@ -112,24 +113,16 @@ func (s *Service) checks(ctx context.Context, p *auth.Principal, target *store.R
 		}
 		vetoes = append(vetoes, v...)
 	}
-	rs, err := s.ps.RestrictionsFor(ctx, target.ID, target.ProjectID)
-	if err != nil {
-		return nil, err
-	}
-	if len(rs) > 0 {
-		groups := s.groupsOf(ctx, p)
-		// A merge only ever moves the target forward.
-		always := func() (bool, error) { return true, nil }
-		msgs, err := s.judge(ctx, p, rs, refChange{ref: pr.ToRef, old: pr.ToSHA, new: pr.FromSHA}, true, groups, always)
+	if s.branchPerms != nil {
+		// The same judgement the merge's ref moves pass later, asked now
+		// so that it is listed with the other vetoes.
+		moves := []branchperm.Change{{Ref: pr.ToRef, Old: pr.ToSHA, New: pr.FromSHA}}
+		if deleteSource && pr.FromRepoID == pr.RepoID {
+			moves = append(moves, branchperm.Change{Ref: pr.FromRef, Old: pr.FromSHA, New: zeroOID})
+		}
+		msgs, err := s.branchPerms.Merge(ctx, p, target, moves)
 		if err != nil {
 			return nil, err
-		}
-		if deleteSource && pr.FromRepoID == pr.RepoID {
-			m, err := s.judge(ctx, p, rs, refChange{ref: pr.FromRef, old: pr.FromSHA, new: zeroOID}, true, groups, always)
-			if err != nil {
-				return nil, err
-			}
-			msgs = append(msgs, m...)
 		}
 		for _, m := range msgs {
 			vetoes = append(vetoes, Veto{"Branch permission", m})

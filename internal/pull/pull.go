@@ -1,7 +1,10 @@
 // Package pull is Sluice's pull requests: creation, reviews, comments and
 // their drift, the precomputed diff, merge checks, merges without a work
-// tree and branch permissions. What happens to a pull request is
-// announced to an Announcer (package webhook) handed in at construction.
+// tree, build statuses and Code Insights, and the fork-push check. What
+// happens to a pull request is announced to an Announcer (package
+// webhook) handed in at construction. Branch permissions are package
+// branchperm's: the merge checks ask it, and the hooks server judges the
+// merge's ref moves with the policy app installs.
 //
 // The design follows the lessons Bitbucket Cloud wrote down (see
 // shared/REFERENCES.md): do the expensive work once, in the background,
@@ -91,10 +94,9 @@
 //     nothing twice, then email through net/smtp when SMTP is configured
 //     (notify.go).
 //
-//   - Branch permissions are enforced twice with the same code: in
-//     pre-receive (hooks.Policy, for pushes over HTTP and SSH, reading the
-//     quarantined objects to tell a fast-forward) and in the merge API. A
-//     rejection names the restriction and the branch.
+//   - A push to a fork may not borrow objects only the parent has
+//     (forkpush.go): CheckForkPush is one of the checks of the push
+//     policy app composes and installs in the hooks server.
 //
 // Authorization is the transport's job (auth.Authorize on the target
 // repository, and on the source repository for a fork); this package
@@ -112,6 +114,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-scm/sluice/internal/auth"
+	"github.com/sluice-scm/sluice/internal/branchperm"
 	"github.com/sluice-scm/sluice/internal/gitcmd"
 	"github.com/sluice-scm/sluice/internal/hooks"
 	"github.com/sluice-scm/sluice/internal/jobs"
@@ -140,9 +143,6 @@ type Config struct {
 	MergeRetries int
 	// SMTP sends notification email; an empty Host sends none.
 	SMTP SMTPConfig
-	// PushLimits bound the objects one push may add (git.max_blob_size,
-	// git.max_tree_depth); pre-receive checks them in quarantine.
-	PushLimits repo.PushLimits
 }
 
 func (c *Config) defaults() {
@@ -179,6 +179,10 @@ type Deps struct {
 	Git   *gitcmd.Runner
 	Hooks *hooks.Server
 	Jobs  *jobs.Queue
+	// BranchPerms judges a merge's ref moves among the merge checks; nil
+	// lists no branch permission there (the hooks server still judges
+	// the moves themselves, with whatever policy app installed).
+	BranchPerms *branchperm.Service
 	// Webhooks hears pull request events; nil announces nothing.
 	Webhooks   Announcer
 	Logger     *slog.Logger
@@ -206,6 +210,8 @@ type Service struct {
 	mem      memCache
 	merging  branchLocks
 	webhooks Announcer
+	// branchPerms lists branch permissions among the merge vetoes.
+	branchPerms *branchperm.Service
 }
 
 type metrics struct {
@@ -262,6 +268,7 @@ func New(d Deps) (*Service, error) {
 	s := &Service{
 		st: d.Store, ps: d.Pulls, notes: d.Notifications, auth: d.Auth, repos: d.Repos, git: d.Git, hooks: d.Hooks, jobs: d.Jobs,
 		logger: d.Logger.With("component", "pull"), cfg: d.Config, metrics: m, webhooks: d.Webhooks,
+		branchPerms: d.BranchPerms,
 	}
 	if s.jobs != nil {
 		s.jobs.Handle(JobRescope, s.runRescope)
@@ -270,7 +277,6 @@ func New(d Deps) (*Service, error) {
 	}
 	if s.hooks != nil {
 		s.hooks.OnRefsChanged(s.refsChanged)
-		s.hooks.SetPolicy(s)
 	}
 	return s, nil
 }
@@ -403,7 +409,7 @@ func (s *Service) PutSettings(ctx context.Context, repoID int64, st *Settings) e
 	}
 	for _, r := range st.DefaultReviewers {
 		for _, g := range []string{r.Source, r.Target} {
-			if err := validGlob(g); err != nil {
+			if err := branchperm.ValidPattern(g); err != nil {
 				return err
 			}
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/sluice-scm/sluice/internal/branchperm"
 	"github.com/sluice-scm/sluice/internal/problem"
 	"github.com/sluice-scm/sluice/internal/repo"
 	"github.com/sluice-scm/sluice/internal/store"
@@ -26,8 +27,11 @@ import (
 // The required approvals count approvals of the condition's users who
 // still can.
 
-// Matcher kinds beyond BRANCH and PATTERN (restrict.go).
+// Matcher kinds: BRANCH and PATTERN are branch permissions' (branchperm),
+// the others are reviewer conditions' only.
 const (
+	MatchBranch        = branchperm.MatchBranch
+	MatchPattern       = branchperm.MatchPattern
 	MatchAnyRef        = "ANY_REF"        // every branch
 	MatchModelBranch   = "MODEL_BRANCH"   // the branching model's development or production branch
 	MatchModelCategory = "MODEL_CATEGORY" // a branch type of the branching model: feature, bugfix, hotfix, release
@@ -60,7 +64,7 @@ func ValidRefMatcher(m *store.RefMatcher) error {
 		if m.ID == "" {
 			return problem.New(problem.Invalid, "a pattern matcher needs a pattern")
 		}
-		return validGlob(m.ID)
+		return branchperm.ValidPattern(m.ID)
 	case MatchAnyRef:
 		m.ID = AnyRefID
 	case MatchModelBranch:
@@ -86,7 +90,7 @@ func refMatches(m store.RefMatcher, r *store.Repository, ref string) bool {
 	case MatchBranch:
 		return m.ID == ref
 	case MatchPattern:
-		return matchBranch(m.ID, ref)
+		return branchperm.MatchRef(m.ID, ref)
 	case MatchAnyRef:
 		return true
 	case MatchModelBranch:

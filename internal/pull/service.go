@@ -7,6 +7,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sluice-scm/sluice/internal/auth"
+	"github.com/sluice-scm/sluice/internal/branchperm"
 	"github.com/sluice-scm/sluice/internal/entity"
 	"github.com/sluice-scm/sluice/internal/problem"
 	"github.com/sluice-scm/sluice/internal/repo"
@@ -197,7 +198,7 @@ func (s *Service) defaultReviewers(ctx context.Context, repoID int64, fromRef, t
 	}
 	var ids []int64
 	for _, r := range st.DefaultReviewers {
-		if (r.Source == "" || matchBranch(r.Source, fromRef)) && (r.Target == "" || matchBranch(r.Target, toRef)) {
+		if (r.Source == "" || branchperm.MatchRef(r.Source, fromRef)) && (r.Target == "" || branchperm.MatchRef(r.Target, toRef)) {
 			ids = append(ids, r.Users...)
 		}
 	}

@@ -45,49 +45,6 @@ func TestMapLine(t *testing.T) {
 	}
 }
 
-func TestMatchBranch(t *testing.T) {
-	for _, tc := range []struct {
-		pattern, ref string
-		want         bool
-	}{
-		{"main", "refs/heads/main", true},
-		{"refs/heads/main", "refs/heads/main", true},
-		{"main", "refs/heads/mainline", false},
-		{"release/*", "refs/heads/release/1.0", true},
-		{"release/*", "refs/heads/release/1.0/hotfix", true},
-		{"release/*", "refs/heads/releases/1", false},
-		{"*", "refs/heads/anything/at/all", true},
-		{"feature-?", "refs/heads/feature-a", true},
-		{"feature-?", "refs/heads/feature-ab", false},
-		{"refs/tags/v*", "refs/tags/v1", true},
-	} {
-		if got := matchBranch(tc.pattern, tc.ref); got != tc.want {
-			t.Errorf("matchBranch(%q, %q) = %v", tc.pattern, tc.ref, got)
-		}
-	}
-}
-
-func TestValidRestriction(t *testing.T) {
-	for _, tc := range []struct {
-		r  store.BranchRestriction
-		ok bool
-		id string
-	}{
-		{store.BranchRestriction{Type: ReadOnly, MatcherType: MatchBranch, MatcherID: "main"}, true, "refs/heads/main"},
-		{store.BranchRestriction{Type: NoDeletes, MatcherType: MatchPattern, MatcherID: "release/*"}, true, "release/*"},
-		{store.BranchRestriction{Type: "write-only", MatcherType: MatchBranch, MatcherID: "main"}, false, ""},
-		{store.BranchRestriction{Type: ReadOnly, MatcherType: MatchBranch, MatcherID: "-x"}, false, ""},
-		{store.BranchRestriction{Type: ReadOnly, MatcherType: MatchPattern, MatcherID: "[a"}, false, ""},
-		{store.BranchRestriction{Type: ReadOnly, MatcherType: "REGEX", MatcherID: "a"}, false, ""},
-	} {
-		r := tc.r
-		err := ValidRestriction(&r)
-		if (err == nil) != tc.ok || (tc.ok && r.MatcherID != tc.id) {
-			t.Errorf("ValidRestriction(%+v) = %v, matcher %q", tc.r, err, r.MatcherID)
-		}
-	}
-}
-
 const sampleDiff = `diff --git a/a.txt b/a.txt
 index 1111111..2222222 100644
 --- a/a.txt

@@ -556,8 +556,10 @@ func (c *call) pullSettings(r *store.Repository) (*pullSettingsView, error) {
 		}
 		v.Reviewers = append(v.Reviewers, strings.Join(names, ", ")+" for "+orAny(rule.Source)+" → "+orAny(rule.Target))
 	}
-	if v.Restrictions, err = c.s.Pulls.Restrictions(c.ctx, r.ID, 0); err != nil {
-		return nil, err
+	if c.s.BranchPerms != nil {
+		if v.Restrictions, err = c.s.BranchPerms.Restrictions(c.ctx, r.ID, 0); err != nil {
+			return nil, err
+		}
 	}
 	if v.Webhooks, err = c.s.Pulls.Webhooks(c.ctx, r.ID); err != nil {
 		return nil, err

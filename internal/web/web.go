@@ -52,6 +52,7 @@ import (
 
 	"github.com/sluice-scm/sluice/internal/accounts"
 	"github.com/sluice-scm/sluice/internal/auth"
+	"github.com/sluice-scm/sluice/internal/branchperm"
 	"github.com/sluice-scm/sluice/internal/jobs"
 	"github.com/sluice-scm/sluice/internal/packcache"
 	"github.com/sluice-scm/sluice/internal/problem"
@@ -116,6 +117,9 @@ type Deps struct {
 	Jobs     Jobs
 	// Pulls is the pull request service; nil hides pull requests.
 	Pulls *pull.Service
+	// BranchPerms lists branch permissions on a repository's pull
+	// request settings page; set it with Pulls.
+	BranchPerms *branchperm.Service
 	// SessionTTL is how long an idle session lives; 0 means 7 days.
 	SessionTTL time.Duration
 	// Now is the clock, for tests; nil means time.Now.
