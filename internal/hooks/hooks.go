@@ -215,6 +215,8 @@ type Server struct {
 	// endedRuns are this process's git runs whose git has exited but
 	// whose record could not be deleted; the reconciler deletes them.
 	endedRuns map[int64]bool
+	// soon asks the background reconciler for an early pass.
+	soon chan struct{}
 	// started is when this process's server started: an earlier process
 	// of this node was dead by then.
 	started time.Time
@@ -327,6 +329,7 @@ func NewServer(cfg Config, st store.Store, logger *slog.Logger, reg prometheus.R
 		orphans:   make(map[int64]orphan),
 		endedRuns: make(map[int64]bool),
 		started:   time.Now(),
+		soon:      make(chan struct{}, 1),
 	}
 	removeDeadSockets(cfg.SocketDir)
 	if err := s.listen(); err != nil {

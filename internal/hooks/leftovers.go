@@ -45,10 +45,12 @@ import (
 // (the reference-transaction hook refuses an unregistered one, and a
 // registration whose run could not be recorded is refused too), a git
 // creates its files after its run started, so a file older than the
-// oldest live run is no live git's. While a live run is older than a dead
-// file (a long push on another node that started before the crash), the
-// file waits for it to end: the dead run's record stays, and a later pass
-// tries again.
+// oldest live run is no live git's. While a live run started before a
+// dead file's time plus clockMargin (a long push on another node that
+// started before the crash, or any push in flight right after it), the
+// file waits for that run to end: the dead run's record stays, and the
+// background reconciler tries again after clockMargin instead of a whole
+// period later.
 //
 // What is left is narrow, and safe for refs: a release without git runs
 // (a rolling upgrade) takes locks no run bounds, and two reconcilers
@@ -162,7 +164,12 @@ func (s *Server) reconcileRuns(ctx context.Context, repoID int64, keep map[int64
 			}
 		}
 		if !complete {
-			continue // a live run still bounds the cutoff: try again later
+			// A live run still bounds the cutoff: try again soon.
+			select {
+			case s.soon <- struct{}{}:
+			default:
+			}
+			continue
 		}
 		for _, g := range rr.dead {
 			if err := s.st.EndGitRun(ctx, g.ID); err != nil {

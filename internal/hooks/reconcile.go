@@ -105,6 +105,15 @@ func (s *Server) reconcileLoop(every time.Duration) {
 		case <-s.ctx.Done():
 			return
 		case <-t.C:
+		case <-s.soon:
+			// A dead run's leftovers waited for a live run's margin
+			// (see leftovers.go): look again once it has passed
+			// rather than a whole period later.
+			select {
+			case <-s.ctx.Done():
+				return
+			case <-time.After(clockMargin + clockMargin/4):
+			}
 		}
 		ctx, cancel := context.WithTimeout(s.ctx, max(every, 10*time.Second))
 		err := s.reconcilePass(ctx, 0)

@@ -17,6 +17,7 @@ import (
 	"github.com/sluice-scm/sluice/internal/auth"
 	"github.com/sluice-scm/sluice/internal/repo"
 	"github.com/sluice-scm/sluice/internal/store"
+	"github.com/sluice-scm/sluice/internal/testbed/wait"
 )
 
 // crashBed is a bare repository served by hooks servers sharing one store,
@@ -488,4 +489,35 @@ func TestEndedRunRetried(t *testing.T) {
 	if runs, _ := b.st.GitRuns(context.Background()); len(runs) != 0 {
 		t.Errorf("git runs left: %+v", runs)
 	}
+}
+
+// A dead lock that a live git's run bounds at the restart (a push in
+// flight on another node right after the crash) is removed by the
+// background reconciler once that run has ended, after clockMargin, not a
+// whole ReconcileInterval later.
+func TestReconcileDeadRunRetriedSoon(t *testing.T) {
+	b := newCrashBed(t)
+	b.commit("one")
+	b.killInside(Config{NodeID: "node-1", Instance: "run-1"}, "preparing")
+	lock := filepath.Join(b.remote, "refs", "heads", "main.lock")
+	ctx := context.Background()
+	var liveRun int64
+	b.st.set(func() {
+		b.st.nextRun++
+		liveRun = b.st.nextRun
+		b.st.runs[liveRun] = store.GitRun{ID: liveRun, RepoID: 1, NodeID: "node-3", Instance: "alive", StartedAt: time.Now()}
+	})
+	restarted := b.server(Config{NodeID: "node-1", Instance: "run-2", ReconcileInterval: time.Hour,
+		ProcessLive: func(_ context.Context, _, instance string) (bool, error) { return instance == "alive", nil }})
+	if err := restarted.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(lock); err != nil {
+		t.Fatalf("removed while a live run bounds it: %v", err)
+	}
+	b.st.EndGitRun(ctx, liveRun)
+	wait.For(t, "the dead lock removed by the background reconciler", 10*time.Second, func() bool {
+		_, err := os.Stat(lock)
+		return os.IsNotExist(err)
+	})
 }
