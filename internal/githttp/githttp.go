@@ -398,26 +398,12 @@ func (h *handler) plainError(w http.ResponseWriter, err error, status ...int) {
 // protocolError answers a POST whose git never started with the error inside
 // the protocol (see the package comment).
 func (h *handler) protocolError(out *stream, err error, sideband bool) {
-	msg := problem.Message(err)
-	if ra := problem.RetryAfter(err); ra > 0 {
-		msg = fmt.Sprintf("%s (retry in %ds)", msg, ra)
-	}
+	form := pktline.AsERR
 	if sideband {
-		writePkt(out, append([]byte{3}, msg...))
-	} else {
-		writePkt(out, []byte("ERR "+msg+"\n"))
+		form = pktline.AsBand3
 	}
-	_, _ = io.WriteString(out, "0000")
-}
-
-// writePkt writes one pkt-line, cutting payload to the protocol's maximum.
-func writePkt(w io.Writer, payload []byte) {
-	const maxPayload = 65520 - 4
-	if len(payload) > maxPayload {
-		payload = payload[:maxPayload]
-	}
-	fmt.Fprintf(w, "%04x", len(payload)+4)
-	_, _ = w.Write(payload)
+	_ = pktline.WriteProblem(out, form, err)
+	_ = pktline.NewWriter(out).Flush()
 }
 
 func setNoCache(h http.Header) {

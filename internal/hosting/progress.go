@@ -9,7 +9,6 @@ import (
 	"sync"
 
 	"github.com/sluice-scm/sluice/internal/pktline"
-	"github.com/sluice-scm/sluice/internal/problem"
 )
 
 // Queue progress. Admission reports, while a request waits for a hosting
@@ -149,7 +148,7 @@ func (p *packfileWriter) SetContentLength(n int64) {
 // finish ends the request's use of the writer. When err stopped the
 // request after the header was announced but before git said anything (the
 // queue wait ran out), the client is told why on band 3, which it prints
-// as "remote error: …", and the returned error says so to the transport.
+// as "remote: …", and the returned error says so to the transport.
 func (p *packfileWriter) finish(err error) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -157,11 +156,7 @@ func (p *packfileWriter) finish(err error) error {
 	if err == nil || !p.announced || p.started {
 		return err
 	}
-	msg := problem.Message(err)
-	if ra := problem.RetryAfter(err); ra > 0 {
-		msg = fmt.Sprintf("%s (retry in %ds)", msg, ra)
-	}
-	if werr := pktline.Fatal(p.w, msg+"\n"); werr != nil {
+	if werr := pktline.WriteProblem(p.w, pktline.AsBand3, err); werr != nil {
 		return err
 	}
 	_, _ = io.WriteString(p.w, "0000")

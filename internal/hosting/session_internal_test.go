@@ -205,7 +205,7 @@ func TestPackfileWriter(t *testing.T) {
 		if !Reported(err) || !problem.Is(err, problem.Unavailable) {
 			t.Fatalf("finish: %v", err)
 		}
-		want := "000dpackfile\n" + progress + band(3, "waited 1s for capacity; try again later (retry in 3s)\n") + "0000"
+		want := "000dpackfile\n" + progress + band(3, "waited 1s for capacity; try again later (retry in 3s)") + "0000"
 		if out.String() != want {
 			t.Fatalf("got %q, want %q", out.String(), want)
 		}

@@ -65,7 +65,7 @@ func reportRefusal(w io.Writer, err error) error {
 	if err == nil || errors.Is(err, context.Canceled) {
 		return err
 	}
-	if werr := pktline.WriteError(w, problem.Message(err)); werr != nil {
+	if werr := pktline.WriteProblem(w, pktline.AsERR, err); werr != nil {
 		return err
 	}
 	return reportedError{err}

@@ -13,7 +13,12 @@
 // Everything here reads bytes a client sent, so a malformed length is an
 // error, never a panic or an allocation the header asked for: the Reader
 // reuses one 64 KiB buffer and the parsers bound both the bytes and the
-// number of lines they keep. All three are fuzzed.
+// number of lines they keep. They are fuzzed, and so is CheckFraming, which
+// the HTTP transport puts between a request body and git.
+//
+// Errors reach git clients through WriteProblem, in whichever form the
+// conversation allows (an ERR line, the side-band error band, SSH stderr),
+// always with the same text (ErrorText).
 //
 // The Reader reads exactly the bytes of each packet and never buffers ahead,
 // so after ParseUploadRequest the underlying reader is positioned right after
@@ -184,7 +189,8 @@ func writePacket(w io.Writer, prefix, p []byte) error {
 
 // WriteError writes an "ERR <msg>" pkt-line, which git clients show as
 // "remote error: <msg>" and then stop. Line breaks in msg become spaces
-// (the client prints one line) and an over-long message is cut.
+// (the client prints one line) and an over-long message is cut. For a
+// problem error, WriteProblem renders the message.
 func WriteError(w io.Writer, msg string) error {
 	msg = strings.Map(func(r rune) rune {
 		if r == '\n' || r == '\r' || r == 0 {
@@ -192,11 +198,7 @@ func WriteError(w io.Writer, msg string) error {
 		}
 		return r
 	}, msg)
-	line := "ERR " + msg
-	if len(line) > MaxPayload-1 {
-		line = line[:MaxPayload-1]
-	}
-	return writePacket(w, nil, []byte(line+"\n"))
+	return writePacket(w, nil, []byte(cutText("ERR "+msg, MaxPayload-1)+"\n"))
 }
 
 // Sideband bands (gitprotocol-pack(5)).
@@ -251,11 +253,5 @@ func (s *Sideband) Write(p []byte) (int, error) {
 // Git clients print it as "remote: <msg>"; msg should end in "\n" or "\r".
 func Progress(w io.Writer, msg string) error {
 	_, err := NewSideband(w, BandProgress, Sideband64kMax).Write([]byte(msg))
-	return err
-}
-
-// Fatal writes msg on the error band (3): the client prints it and fails.
-func Fatal(w io.Writer, msg string) error {
-	_, err := NewSideband(w, BandError, Sideband64kMax).Write([]byte(msg))
 	return err
 }

@@ -143,11 +143,6 @@ func TestSideband(t *testing.T) {
 	if b.String() != "0016\x02Counting objects\r" {
 		t.Errorf("Progress wrote %q", b.String())
 	}
-	b.Reset()
-	Fatal(&b, "no")
-	if b.String() != "0007\x03no" {
-		t.Errorf("Fatal wrote %q", b.String())
-	}
 }
 
 func FuzzReader(f *testing.F) {

@@ -25,7 +25,7 @@ func TestExitStatus(t *testing.T) {
 		{"unauthenticated", problem.New(problem.Unauthenticated, "authentication required"), 1, msgDenied + "\n"},
 		{"forbidden", problem.New(problem.Forbidden, "this access key only has read scope"), 1, "this access key only has read scope\n"},
 		// Worth retrying: EX_TEMPFAIL.
-		{"throttled", throttled, 75, "too many git operations; slow down (retry in 7 s)\n"},
+		{"throttled", throttled, 75, "too many git operations; slow down (retry in 7s)\n"},
 		{"unavailable", problem.New(problem.Unavailable, "server is busy"), 75, "server is busy\n"},
 		{"too large", problem.New(problem.TooLarge, "push is larger than 1 GiB"), 1, "push is larger than 1 GiB\n"},
 		// git already explained itself on the session's stderr.

@@ -988,11 +988,7 @@ func exitStatus(err error, stderr io.Writer) uint32 {
 		case problem.NotFound, problem.Unauthenticated:
 			fmt.Fprintln(stderr, msgDenied)
 		default:
-			msg := pe.Message
-			if pe.RetryAfter > 0 {
-				msg += fmt.Sprintf(" (retry in %d s)", pe.RetryAfter)
-			}
-			fmt.Fprintln(stderr, msg)
+			_ = pktline.WriteProblem(stderr, pktline.AsText, err)
 		}
 		if pe.Kind == problem.Unavailable || pe.Kind == problem.Throttled {
 			return exitTempFail
@@ -1003,7 +999,7 @@ func exitStatus(err error, stderr io.Writer) uint32 {
 	if code := gitcmd.ExitCode(err); code > 0 && code < 256 {
 		return uint32(code)
 	}
-	fmt.Fprintln(stderr, problem.Message(err))
+	_ = pktline.WriteProblem(stderr, pktline.AsText, err)
 	return exitFailed
 }
 
