@@ -190,6 +190,9 @@ func (r *rateLimiter) identify(p *auth.Principal, remote string) (string, spec, 
 	if p.IsAnonymous() {
 		return "ip:" + hostOf(remote), r.def, classAnonymous
 	}
+	if p.ResourceToken != nil { // a project's or repository's token: its own bucket
+		return "rt:" + strconv.FormatInt(p.ResourceToken.ID, 10), r.def, classToken
+	}
 	class := classUser
 	if p.TokenID != 0 {
 		class = classToken

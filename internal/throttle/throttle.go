@@ -629,6 +629,8 @@ func principalKey(p *auth.Principal, remote string) string {
 	switch {
 	case p.IsAnonymous():
 		return "ip:" + hostOf(remote)
+	case p.ResourceToken != nil:
+		return fmt.Sprintf("rt:%d", p.ResourceToken.ID)
 	case p.UserID != 0:
 		return fmt.Sprintf("u:%d", p.UserID)
 	default:
