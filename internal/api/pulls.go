@@ -724,38 +724,3 @@ func (c *call) deleteComment() error {
 	}
 	return c.noContent()
 }
-
-func (c *call) listActivities() error {
-	_, _, pr, err := c.pullRef(auth.Read)
-	if err != nil {
-		return err
-	}
-	pg, err := c.page()
-	if err != nil {
-		return err
-	}
-	acts, err := c.s.Pulls.Activities(c.ctx, pr, probe(pg))
-	if err != nil {
-		return err
-	}
-	users := map[int64]*store.User{}
-	type activityJSON struct {
-		ID          int64          `json:"id"`
-		CreatedDate int64          `json:"createdDate"`
-		User        *userJSON      `json:"user,omitempty"`
-		Action      string         `json:"action"`
-		CommentID   int64          `json:"commentId,omitempty"`
-		Detail      map[string]any `json:"detail,omitempty"`
-	}
-	return c.json(mapPage(newPage(acts, pg), func(a store.PullActivity) activityJSON {
-		out := activityJSON{ID: a.ID, CreatedDate: millis(a.CreatedAt), Action: a.Action, CommentID: a.CommentID}
-		if a.UserID != 0 {
-			u := c.s.userJSON(c.userByID(a.UserID, users))
-			out.User = &u
-		}
-		if a.Detail != "" {
-			_ = jsonUnmarshal(a.Detail, &out.Detail)
-		}
-		return out
-	}))
-}

@@ -54,7 +54,7 @@ func (s *server) routeTable() []route {
 	filter := q("filter", "only names containing this text")
 	at := q("at", "commit id or ref; default: the default branch")
 
-	return []route{
+	return append([]route{
 		{Method: "GET", Pattern: apiBase + "/openapi.json", Summary: "This API's OpenAPI 3 document", handle: (*call).openAPIDoc},
 
 		// Projects.
@@ -205,5 +205,5 @@ func (s *server) routeTable() []route {
 			handle: (*call).createToken},
 		{Method: "DELETE", Pattern: tokensBase + "/{tokenId}", Summary: "Revoke an access token (the user or ADMIN)", Success: 204,
 			handle: (*call).deleteToken},
-	}
+	}, s.reviewRoutes()...) // review.go
 }
