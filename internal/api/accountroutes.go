@@ -4,5 +4,5 @@ package api
 // item 7): project and repository access tokens, the user and group
 // directory, personal projects and avatars. api.New registers them.
 func (s *server) accountRoutes() []route {
-	return append(s.resourceTokenRoutes(), s.directoryRoutes()...)
+	return append(append(s.resourceTokenRoutes(), s.directoryRoutes()...), s.avatarRoutes()...)
 }
