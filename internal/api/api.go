@@ -55,6 +55,7 @@ import (
 	"github.com/sluice-scm/sluice/internal/branchperm"
 	"github.com/sluice-scm/sluice/internal/gitcmd"
 	"github.com/sluice-scm/sluice/internal/hooks"
+	"github.com/sluice-scm/sluice/internal/notify"
 	"github.com/sluice-scm/sluice/internal/problem"
 	"github.com/sluice-scm/sluice/internal/pull"
 	"github.com/sluice-scm/sluice/internal/repo"
@@ -94,6 +95,9 @@ type Deps struct {
 	// BranchPerms serves branch permissions (pulls_admin.go), among the
 	// pull request routes; nil leaves those routes out.
 	BranchPerms *branchperm.Service
+	// Notify serves the inbox (inbox.go), among the pull request routes;
+	// nil answers an empty inbox.
+	Notify *notify.Service
 	// Cluster backs the cluster status endpoint (cluster.go); nil leaves
 	// it out.
 	Cluster ClusterStatus

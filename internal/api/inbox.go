@@ -60,11 +60,11 @@ func (c *call) listInbox() error {
 	default:
 		return problem.New(problem.Invalid, "unread must be true or false")
 	}
-	rows, err := c.s.Pulls.Inbox(c.ctx, uid, unreadOnly, probe(pg))
+	rows, err := c.s.Notify.Inbox(c.ctx, uid, unreadOnly, probe(pg))
 	if err != nil {
 		return err
 	}
-	unread, err := c.s.Pulls.UnreadCount(c.ctx, uid)
+	unread, err := c.s.Notify.UnreadCount(c.ctx, uid)
 	if err != nil {
 		return err
 	}
@@ -95,7 +95,7 @@ func (c *call) markInboxRead() error {
 	if err := c.decode(&in, true); err != nil {
 		return err
 	}
-	n, err := c.s.Pulls.MarkRead(c.ctx, uid, in.IDs)
+	n, err := c.s.Notify.MarkRead(c.ctx, uid, in.IDs)
 	if err != nil {
 		return err
 	}

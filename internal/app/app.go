@@ -43,6 +43,7 @@ import (
 	"github.com/sluice-scm/sluice/internal/hooks"
 	"github.com/sluice-scm/sluice/internal/hosting"
 	"github.com/sluice-scm/sluice/internal/jobs"
+	"github.com/sluice-scm/sluice/internal/notify"
 	"github.com/sluice-scm/sluice/internal/packcache"
 	"github.com/sluice-scm/sluice/internal/pull"
 	"github.com/sluice-scm/sluice/internal/repo"
@@ -106,6 +107,8 @@ type App struct {
 	Webhooks *webhook.Service
 	// BranchPerms is the branch permissions, judged by the push policy.
 	BranchPerms *branchperm.Service
+	// Notify is the notifications (inbox and e-mail) of pull request events.
+	Notify *notify.Service
 	// SSH is nil when server.ssh_addr is empty.
 	SSH *sshd.Server
 	// ready answers /readyz and whether writes are refused (readiness.go).
@@ -706,6 +709,7 @@ func (a *App) routes() http.Handler {
 			Pulls:       a.Pulls,
 			Webhooks:    a.Webhooks,
 			BranchPerms: a.BranchPerms,
+			Notify:      a.Notify,
 			Cluster:     clusterStatus{a},
 		})
 	})

@@ -5,13 +5,15 @@ import (
 
 	"github.com/sluice-scm/sluice/internal/branchperm"
 	"github.com/sluice-scm/sluice/internal/entity"
+	"github.com/sluice-scm/sluice/internal/notify"
 	"github.com/sluice-scm/sluice/internal/pull"
 	"github.com/sluice-scm/sluice/internal/webhook"
 )
 
-// newPulls builds the webhooks, branch permissions and the pull request
-// service, and installs the push policy. Webhooks and pull register job
-// handlers, so this must run before the job queue is first used.
+// newPulls builds the webhooks, branch permissions, notifications and the
+// pull request service, and installs the push policy. Webhooks, notify and
+// pull register job handlers, so this must run before the job queue is
+// first used.
 func (a *App) newPulls() error {
 	cfg := a.Config
 	hooks, err := webhook.New(webhook.Deps{
@@ -35,29 +37,35 @@ func (a *App) newPulls() error {
 	a.Hooks.OnPushed(hooks.OnPushed)
 
 	a.BranchPerms = branchperm.New(branchperm.Deps{Store: a.Store, Restrictions: a.DB, Repos: a.Repos, Git: a.Git, Logger: a.Logger})
-	p, err := pull.New(pull.Deps{
+	a.Notify = notify.New(notify.Deps{
 		Store:         a.Store,
 		Pulls:         a.DB,
 		Notifications: a.DB,
 		Auth:          a.Auth,
-		Repos:         a.Repos,
-		Git:           a.Git,
-		Hooks:         a.Hooks,
 		Jobs:          a.Jobs,
-		Webhooks:      hooks,
-		BranchPerms:   a.BranchPerms,
 		Logger:        a.Logger,
-		Registerer:    a.Registry,
-		Config: pull.Config{
-			SMTP: pull.SMTPConfig{
-				Host:     cfg.SMTP.Host,
-				Port:     cfg.SMTP.Port,
-				From:     cfg.SMTP.From,
-				Username: cfg.SMTP.Username,
-				Password: cfg.SMTP.Password,
-				BaseURL:  cfg.Server.BaseURL,
-			},
+		SMTP: notify.SMTPConfig{
+			Host:     cfg.SMTP.Host,
+			Port:     cfg.SMTP.Port,
+			From:     cfg.SMTP.From,
+			Username: cfg.SMTP.Username,
+			Password: cfg.SMTP.Password,
+			BaseURL:  cfg.Server.BaseURL,
 		},
+	})
+	p, err := pull.New(pull.Deps{
+		Store:       a.Store,
+		Pulls:       a.DB,
+		Auth:        a.Auth,
+		Repos:       a.Repos,
+		Git:         a.Git,
+		Hooks:       a.Hooks,
+		Jobs:        a.Jobs,
+		Webhooks:    hooks,
+		Notifier:    a.Notify,
+		BranchPerms: a.BranchPerms,
+		Logger:      a.Logger,
+		Registerer:  a.Registry,
 	})
 	if err != nil {
 		return fmt.Errorf("pull requests: %w", err)

@@ -28,6 +28,7 @@ func (a *App) web() http.Handler {
 			Version:     Version,
 			Pulls:       a.Pulls,
 			BranchPerms: a.BranchPerms,
+			Notify:      a.Notify,
 		}
 		// Interfaces stay nil (section "not enabled") when a service is
 		// off: a typed nil pointer would look enabled.

@@ -9,6 +9,7 @@ import (
 	"github.com/yuin/goldmark"
 
 	"github.com/sluice-scm/sluice/internal/auth"
+	"github.com/sluice-scm/sluice/internal/notify"
 	"github.com/sluice-scm/sluice/internal/problem"
 	"github.com/sluice-scm/sluice/internal/store"
 	"github.com/sluice-scm/sluice/internal/webhook"
@@ -76,7 +77,7 @@ func (s *Service) AddComment(ctx context.Context, p *auth.Principal, pr *store.P
 	}
 	s.activity(ctx, pr.ID, p.UserID, "COMMENTED", c.ID, map[string]string{"commentAction": "ADDED"})
 	s.announce(ctx, pr, webhook.PRCommentAdded, p, webhook.PullEvent{Comment: c})
-	s.notify(notifyArgs{Kind: store.NotifyComment, PRID: pr.ID, ActorID: p.UserID, CommentID: c.ID})
+	s.notify(notify.Event{Kind: store.NotifyComment, PRID: pr.ID, ActorID: p.UserID, CommentID: c.ID})
 	return c, nil
 }
 

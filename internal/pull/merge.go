@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluice-scm/sluice/internal/auth"
 	"github.com/sluice-scm/sluice/internal/branchperm"
+	"github.com/sluice-scm/sluice/internal/notify"
 	"github.com/sluice-scm/sluice/internal/problem"
 	"github.com/sluice-scm/sluice/internal/store"
 	"github.com/sluice-scm/sluice/internal/webhook"
@@ -341,7 +342,7 @@ func (s *Service) Merge(ctx context.Context, p *auth.Principal, target *store.Re
 		}
 	}
 	s.announce(ctx, merged, webhook.PRMerged, p, webhook.PullEvent{MergeCommit: tip})
-	s.notify(notifyArgs{Kind: store.NotifyMerged, PRID: pr.ID, ActorID: actorID(p)})
+	s.notify(notify.Event{Kind: store.NotifyMerged, PRID: pr.ID, ActorID: actorID(p)})
 	return merged, nil
 }
 

@@ -197,7 +197,7 @@ func TestNotifications(t *testing.T) {
 	}
 
 	// The service method the dashboard uses sees the same.
-	rows, err := w.n.App.Pulls.Inbox(ctx, w.bobID, true, store.Page{Limit: 10})
+	rows, err := w.n.App.Notify.Inbox(ctx, w.bobID, true, store.Page{Limit: 10})
 	if err != nil || len(rows) != 2 {
 		t.Fatalf("Inbox: %d rows, %v", len(rows), err)
 	}

@@ -88,11 +88,9 @@
 //     its own refs reach, so a parent's commits made after the fork (or
 //     after the fork's owner lost access) never show through it.
 //
-//   - Notifications (review requested, a comment on one's pull request,
-//     merged, declined) are a job: an inbox row per recipient who can
-//     still read the repository, unique per event so a retried job adds
-//     nothing twice, then email through net/smtp when SMTP is configured
-//     (notify.go).
+//   - Who is told what (review requested, a comment on one's pull
+//     request, merged, declined) is package notify's: pull says what
+//     happened to a Notifier handed in at construction (notifier.go).
 //
 //   - A push to a fork may not borrow objects only the parent has
 //     (forkpush.go): CheckForkPush is one of the checks of the push
@@ -141,8 +139,6 @@ type Config struct {
 	// MergeRetries is how often a merge recomputes on a target that moved
 	// under it before it answers with a retryable conflict (default 5).
 	MergeRetries int
-	// SMTP sends notification email; an empty Host sends none.
-	SMTP SMTPConfig
 }
 
 func (c *Config) defaults() {
@@ -158,22 +154,15 @@ func (c *Config) defaults() {
 	if c.MergeRetries <= 0 {
 		c.MergeRetries = 5
 	}
-	if c.SMTP.Port <= 0 {
-		c.SMTP.Port = 25
-	}
-	if c.SMTP.Timeout <= 0 {
-		c.SMTP.Timeout = 30 * time.Second
-	}
 }
 
 // Deps is what the service needs from the node.
 type Deps struct {
 	Store store.Store
 	Pulls store.PullStore
-	// Notifications is the inbox store; nil turns notifications off.
-	Notifications store.NotificationStore
-	// Auth, when set, keeps notifications from users who can no longer
-	// read the repository.
+	// Auth, when set, keeps reviewers who can no longer read the
+	// repository out, and lets readers of a fork's parent push to the
+	// fork without the borrowed-objects walk.
 	Auth  *auth.Service
 	Repos *repo.Manager
 	Git   *gitcmd.Runner
@@ -184,7 +173,9 @@ type Deps struct {
 	// the moves themselves, with whatever policy app installed).
 	BranchPerms *branchperm.Service
 	// Webhooks hears pull request events; nil announces nothing.
-	Webhooks   Announcer
+	Webhooks Announcer
+	// Notifier hears the events people are told about; nil tells nobody.
+	Notifier   Notifier
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer
 	Config     Config
@@ -194,7 +185,6 @@ type Deps struct {
 type Service struct {
 	st      store.Store
 	ps      store.PullStore
-	notes   store.NotificationStore
 	auth    *auth.Service
 	repos   *repo.Manager
 	git     *gitcmd.Runner
@@ -210,6 +200,7 @@ type Service struct {
 	mem      memCache
 	merging  branchLocks
 	webhooks Announcer
+	notifier Notifier
 	// branchPerms lists branch permissions among the merge vetoes.
 	branchPerms *branchperm.Service
 }
@@ -227,9 +218,8 @@ type metrics struct {
 	forkChecks *prometheus.CounterVec
 }
 
-// New builds the service, registers its job handlers, listens to ref
-// changes and installs the branch permission policy. Call it before the
-// job queue starts.
+// New builds the service, registers its job handlers and listens to ref
+// changes. Call it before the job queue starts.
 func New(d Deps) (*Service, error) {
 	if d.Logger == nil {
 		d.Logger = slog.New(slog.DiscardHandler)
@@ -266,14 +256,13 @@ func New(d Deps) (*Service, error) {
 		}
 	}
 	s := &Service{
-		st: d.Store, ps: d.Pulls, notes: d.Notifications, auth: d.Auth, repos: d.Repos, git: d.Git, hooks: d.Hooks, jobs: d.Jobs,
-		logger: d.Logger.With("component", "pull"), cfg: d.Config, metrics: m, webhooks: d.Webhooks,
+		st: d.Store, ps: d.Pulls, auth: d.Auth, repos: d.Repos, git: d.Git, hooks: d.Hooks, jobs: d.Jobs,
+		logger: d.Logger.With("component", "pull"), cfg: d.Config, metrics: m, webhooks: d.Webhooks, notifier: d.Notifier,
 		branchPerms: d.BranchPerms,
 	}
 	if s.jobs != nil {
 		s.jobs.Handle(JobRescope, s.runRescope)
 		s.jobs.Handle(JobPrepare, s.runPrepare)
-		s.jobs.Handle(JobNotify, s.runNotify)
 	}
 	if s.hooks != nil {
 		s.hooks.OnRefsChanged(s.refsChanged)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluice-scm/sluice/internal/hooks"
+	"github.com/sluice-scm/sluice/internal/notify"
 	"github.com/sluice-scm/sluice/internal/problem"
 	"github.com/sluice-scm/sluice/internal/store"
 	"github.com/sluice-scm/sluice/internal/webhook"
@@ -99,7 +100,7 @@ func (s *Service) Rescope(ctx context.Context, pr *store.PullRequest) error {
 		}
 		s.activity(ctx, pr.ID, 0, "DECLINED", 0, map[string]string{"reason": "branch deleted"})
 		s.emit(ctx, &upd, "pr:declined", nil)
-		s.notify(notifyArgs{Kind: store.NotifyDeclined, PRID: pr.ID, Version: upd.Version})
+		s.notify(notify.Event{Kind: store.NotifyDeclined, PRID: pr.ID, Version: upd.Version})
 		return nil
 	}
 	if from == pr.FromSHA && to == pr.ToSHA {

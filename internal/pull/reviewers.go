@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/sluice-scm/sluice/internal/auth"
 	"github.com/sluice-scm/sluice/internal/branchperm"
 	"github.com/sluice-scm/sluice/internal/problem"
 	"github.com/sluice-scm/sluice/internal/repo"
@@ -245,4 +246,21 @@ func (s *Service) defaultReviewerChecks(ctx context.Context, target *store.Repos
 // and its project's, oldest first.
 func (s *Service) ReviewerConditionsFor(ctx context.Context, r *store.Repository) ([]store.ReviewerCondition, error) {
 	return s.ps.ReviewerConditionsFor(ctx, r.ID, r.ProjectID)
+}
+
+// canRead asks auth, when the service has it, whether the user (active)
+// may still read the repository.
+func (s *Service) canRead(ctx context.Context, userID int64, r *store.Repository) bool {
+	u, err := s.st.UserByID(ctx, userID)
+	if err != nil || !u.Active {
+		return false
+	}
+	if s.auth == nil {
+		return true
+	}
+	res := auth.Resource{Repo: r}
+	if proj, err := s.st.ProjectByID(ctx, r.ProjectID); err == nil {
+		res.Project = proj
+	}
+	return s.auth.Authorize(ctx, &auth.Principal{UserID: u.ID, Name: u.Name}, res, auth.Read) == nil
 }

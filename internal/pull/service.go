@@ -9,6 +9,7 @@ import (
 	"github.com/sluice-scm/sluice/internal/auth"
 	"github.com/sluice-scm/sluice/internal/branchperm"
 	"github.com/sluice-scm/sluice/internal/entity"
+	"github.com/sluice-scm/sluice/internal/notify"
 	"github.com/sluice-scm/sluice/internal/problem"
 	"github.com/sluice-scm/sluice/internal/repo"
 	"github.com/sluice-scm/sluice/internal/store"
@@ -157,7 +158,7 @@ func (s *Service) Create(ctx context.Context, p *auth.Principal, target *store.R
 			asked = append(asked, pt.UserID)
 		}
 	}
-	s.notify(notifyArgs{Kind: store.NotifyReviewRequested, PRID: pr.ID, ActorID: p.UserID, Users: asked})
+	s.notify(notify.Event{Kind: store.NotifyReviewRequested, PRID: pr.ID, ActorID: p.UserID, Users: asked})
 	s.enqueue(JobPrepare, prepareArgs{PRID: pr.ID})
 	s.rescopeIfMoved(ctx, pr)
 	s.emit(ctx, pr, "pr:opened", p)
@@ -303,7 +304,7 @@ func (s *Service) Update(ctx context.Context, p *auth.Principal, pr *store.PullR
 		if added, removed, err = s.setReviewers(ctx, &upd, *req.Reviewers); err != nil {
 			return nil, err
 		}
-		s.notify(notifyArgs{Kind: store.NotifyReviewRequested, PRID: pr.ID, ActorID: actorID(p), Users: added})
+		s.notify(notify.Event{Kind: store.NotifyReviewRequested, PRID: pr.ID, ActorID: actorID(p), Users: added})
 	}
 	s.activity(ctx, pr.ID, actorID(p), "UPDATED", 0, nil)
 	if retarget {
@@ -436,7 +437,7 @@ func (s *Service) Decline(ctx context.Context, p *auth.Principal, pr *store.Pull
 	}
 	s.activity(ctx, pr.ID, actorID(p), "DECLINED", 0, nil)
 	s.emit(ctx, &upd, "pr:declined", p)
-	s.notify(notifyArgs{Kind: store.NotifyDeclined, PRID: pr.ID, ActorID: actorID(p), Version: upd.Version})
+	s.notify(notify.Event{Kind: store.NotifyDeclined, PRID: pr.ID, ActorID: actorID(p), Version: upd.Version})
 	return &upd, nil
 }
 

@@ -68,7 +68,7 @@ func (c *call) dashboardPulls() (*dashboardPulls, error) {
 	if out.Reviewing, err = visible(c.s.Pulls.ToReview(c.ctx, c.user.ID, dashboardPRs)); err != nil {
 		return nil, err
 	}
-	notes, err := c.s.Pulls.Inbox(c.ctx, c.user.ID, false, store.Page{Limit: dashboardInbox})
+	notes, err := c.s.Notify.Inbox(c.ctx, c.user.ID, false, store.Page{Limit: dashboardInbox})
 	if err != nil {
 		return nil, err
 	}
@@ -104,7 +104,7 @@ func (c *call) dashboardPulls() (*dashboardPulls, error) {
 		}
 		out.Inbox = append(out.Inbox, it)
 	}
-	if out.Unread, err = c.s.Pulls.UnreadCount(c.ctx, c.user.ID); err != nil {
+	if out.Unread, err = c.s.Notify.UnreadCount(c.ctx, c.user.ID); err != nil {
 		return nil, err
 	}
 	return out, nil
@@ -118,7 +118,7 @@ func (c *call) markNotificationsRead() error {
 	if c.s.Pulls == nil {
 		return notFound()
 	}
-	if _, err := c.s.Pulls.MarkRead(c.ctx, c.user.ID, nil); err != nil {
+	if _, err := c.s.Notify.MarkRead(c.ctx, c.user.ID, nil); err != nil {
 		return err
 	}
 	return c.redirect("/")

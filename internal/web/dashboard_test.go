@@ -112,8 +112,8 @@ func TestDashboardPullsAndInbox(t *testing.T) {
 	if p := b.submit("/notifications/read", "/", url.Values{}); p.status != http.StatusSeeOther {
 		t.Fatalf("mark read: %d", p.status)
 	}
-	if n, err := ps.UnreadCount(ctx, bob.ID); err != nil || n != 0 {
-		t.Errorf("unread after marking all read: %d %v", n, err)
+	if unread, err := n.App.Notify.UnreadCount(ctx, bob.ID); err != nil || unread != 0 {
+		t.Errorf("unread after marking all read: %d %v", unread, err)
 	}
 	inbox = section(t, b.get("/").body, "inbox")
 	if strings.Contains(inbox, `id="unread"`) || strings.Contains(inbox, `id="mark-read"`) || !strings.Contains(inbox, "Please review") {

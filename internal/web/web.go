@@ -54,6 +54,7 @@ import (
 	"github.com/sluice-scm/sluice/internal/auth"
 	"github.com/sluice-scm/sluice/internal/branchperm"
 	"github.com/sluice-scm/sluice/internal/jobs"
+	"github.com/sluice-scm/sluice/internal/notify"
 	"github.com/sluice-scm/sluice/internal/packcache"
 	"github.com/sluice-scm/sluice/internal/problem"
 	"github.com/sluice-scm/sluice/internal/pull"
@@ -120,6 +121,8 @@ type Deps struct {
 	// BranchPerms lists branch permissions on a repository's pull
 	// request settings page; set it with Pulls.
 	BranchPerms *branchperm.Service
+	// Notify is the dashboard's inbox; nil shows it empty.
+	Notify *notify.Service
 	// SessionTTL is how long an idle session lives; 0 means 7 days.
 	SessionTTL time.Duration
 	// Now is the clock, for tests; nil means time.Now.

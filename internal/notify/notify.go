@@ -1,4 +1,23 @@
-package pull
+// Package notify is Sluice's notifications: an inbox row per user and
+// event (review requested, a comment on one's pull request, merged,
+// declined), and e-mail through net/smtp when SMTP is configured. The
+// events come from package pull, which says what happened through
+// Notify; who hears of it, what they are told and how it is delivered
+// are this package's business.
+//
+// The request that causes an event only enqueues a notify job; the job
+// works out who to tell, writes each one's inbox row, and emails those
+// rows when SMTP is configured. Rows are unique per (user, event), so a
+// job River retries after a failed email neither doubles the inbox nor
+// re-sends the mails that went out: it sends only the rows not yet marked
+// emailed.
+//
+// A recipient who can no longer read the target repository is skipped: a
+// notification carries the pull request's title.
+//
+// Inbox, UnreadCount and MarkRead feed the dashboard and the inbox REST
+// routes. Store side: store.NotificationStore.
+package notify
 
 import (
 	"context"
@@ -6,6 +25,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"mime"
 	"net"
 	"net/mail"
@@ -16,21 +36,13 @@ import (
 	"time"
 
 	"github.com/sluice-scm/sluice/internal/auth"
+	"github.com/sluice-scm/sluice/internal/jobs"
 	"github.com/sluice-scm/sluice/internal/problem"
 	"github.com/sluice-scm/sluice/internal/store"
 )
 
-// Notifications. The request that causes an event (a review requested, a
-// comment, a merge, a decline) only enqueues a notify job; the job works
-// out who to tell, writes each one's inbox row, and emails those rows when
-// SMTP is configured. Rows are unique per (user, event), so a job River
-// retries after a failed email neither doubles the inbox nor re-sends the
-// mails that went out: it sends only the rows not yet marked emailed.
-//
-// A recipient who can no longer read the target repository is skipped: a
-// notification carries the pull request's title.
-
-// JobNotify is the notify job kind.
+// JobNotify is the notify job kind. Its name is older than this package
+// (queued jobs carry it), so it stays.
 const JobNotify = "pull-notify" // {kind, pr_id, actor_id, users, comment_id, version}
 
 // SMTPConfig is the mail server notifications go through. An empty Host
@@ -47,8 +59,61 @@ type SMTPConfig struct {
 	Timeout time.Duration
 }
 
-type notifyArgs struct {
-	Kind      string  `json:"kind"`
+func (c *SMTPConfig) defaults() {
+	if c.Port <= 0 {
+		c.Port = 25
+	}
+	if c.Timeout <= 0 {
+		c.Timeout = 30 * time.Second
+	}
+}
+
+// Deps is what the service needs from the node.
+type Deps struct {
+	Store store.Store
+	// Pulls reads the pull request, comment and participants of an event.
+	Pulls store.PullStore
+	// Notifications is the inbox store; nil turns notifications off.
+	Notifications store.NotificationStore
+	// Auth, when set, keeps notifications from users who can no longer
+	// read the repository.
+	Auth   *auth.Service
+	Jobs   *jobs.Queue
+	Logger *slog.Logger
+	// SMTP sends notification email; an empty Host sends none.
+	SMTP SMTPConfig
+}
+
+// Service is the notifications of one node. A nil *Service notifies
+// nobody and has an empty inbox.
+type Service struct {
+	st     store.Store
+	ps     store.PullStore
+	notes  store.NotificationStore
+	auth   *auth.Service
+	jobs   *jobs.Queue
+	logger *slog.Logger
+	smtp   SMTPConfig
+}
+
+// New builds the service and registers the notify job's handler. Call
+// it before the job queue starts.
+func New(d Deps) *Service {
+	if d.Logger == nil {
+		d.Logger = slog.New(slog.DiscardHandler)
+	}
+	d.SMTP.defaults()
+	s := &Service{st: d.Store, ps: d.Pulls, notes: d.Notifications, auth: d.Auth, jobs: d.Jobs,
+		logger: d.Logger.With("component", "notify"), smtp: d.SMTP}
+	if s.jobs != nil {
+		s.jobs.Handle(JobNotify, s.runNotify)
+	}
+	return s
+}
+
+// Event is one thing that happened to a pull request that people hear of.
+type Event struct {
+	Kind      string  `json:"kind"` // store.Notify*
 	PRID      int64   `json:"pr_id"`
 	ActorID   int64   `json:"actor_id,omitempty"`
 	Users     []int64 `json:"users,omitempty"` // new reviewers, for REVIEW_REQUESTED
@@ -56,15 +121,23 @@ type notifyArgs struct {
 	Version   int64   `json:"version,omitempty"` // tells a second decline from the first
 }
 
-// notify enqueues the notify job of one event.
-func (s *Service) notify(args notifyArgs) {
-	if args.Kind == store.NotifyReviewRequested && len(args.Users) == 0 {
+// Notify enqueues the notify job of one event, logging instead of failing:
+// the event has happened either way.
+func (s *Service) Notify(ev Event) {
+	if s == nil || s.jobs == nil {
 		return
 	}
-	s.enqueue(JobNotify, args)
+	if ev.Kind == store.NotifyReviewRequested && len(ev.Users) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.jobs.Enqueue(ctx, JobNotify, ev); err != nil {
+		s.logger.Warn("enqueue job", "kind", JobNotify, "err", err)
+	}
 }
 
-func (a notifyArgs) dedupe() string {
+func (a Event) dedupe() string {
 	switch a.Kind {
 	case store.NotifyComment:
 		return fmt.Sprintf("pr:%d:comment:%d", a.PRID, a.CommentID)
@@ -77,7 +150,7 @@ func (a notifyArgs) dedupe() string {
 }
 
 func (s *Service) runNotify(ctx context.Context, payload json.RawMessage) error {
-	var args notifyArgs
+	var args Event
 	if err := json.Unmarshal(payload, &args); err != nil {
 		return fmt.Errorf("decode notify args: %w", err)
 	}
@@ -114,14 +187,14 @@ func (s *Service) runNotify(ctx context.Context, payload json.RawMessage) error 
 			return err
 		}
 	}
-	if s.cfg.SMTP.Host == "" {
+	if s.smtp.Host == "" {
 		return nil
 	}
 	return s.mailUnsent(ctx, dedupe)
 }
 
 // recipients works out who hears of an event, and what they are told.
-func (s *Service) recipients(ctx context.Context, a notifyArgs, pr *store.PullRequest, target *store.Repository) ([]int64, string, string, error) {
+func (s *Service) recipients(ctx context.Context, a Event, pr *store.PullRequest, target *store.Repository) ([]int64, string, string, error) {
 	actor := "Someone"
 	if a.ActorID != 0 {
 		if u, err := s.st.UserByID(ctx, a.ActorID); err == nil {
@@ -247,7 +320,7 @@ func (c *SMTPConfig) message(to string, n *store.Notification) []byte {
 // offers it, PLAIN authentication when configured, bounded by a deadline
 // on the connection (net/smtp itself has no timeouts).
 func (s *Service) sendMail(ctx context.Context, u *store.User, n *store.Notification) error {
-	c := &s.cfg.SMTP
+	c := &s.smtp
 	to, err := mail.ParseAddress(u.Email)
 	if err != nil {
 		return fmt.Errorf("user %d has an invalid email address", u.ID)
@@ -304,7 +377,7 @@ func (s *Service) sendMail(ctx context.Context, u *store.User, n *store.Notifica
 // Inbox lists a user's notifications, newest first (the dashboard's
 // inbox); unreadOnly leaves out those already read.
 func (s *Service) Inbox(ctx context.Context, userID int64, unreadOnly bool, pg store.Page) ([]store.Notification, error) {
-	if s.notes == nil || userID == 0 {
+	if s == nil || s.notes == nil || userID == 0 {
 		return []store.Notification{}, nil
 	}
 	return s.notes.ListNotifications(ctx, userID, unreadOnly, pg)
@@ -312,7 +385,7 @@ func (s *Service) Inbox(ctx context.Context, userID int64, unreadOnly bool, pg s
 
 // UnreadCount is the number of a user's unread notifications.
 func (s *Service) UnreadCount(ctx context.Context, userID int64) (int, error) {
-	if s.notes == nil || userID == 0 {
+	if s == nil || s.notes == nil || userID == 0 {
 		return 0, nil
 	}
 	return s.notes.UnreadNotifications(ctx, userID)
@@ -321,11 +394,20 @@ func (s *Service) UnreadCount(ctx context.Context, userID int64) (int, error) {
 // MarkRead marks a user's notifications read: ids, or all when ids is
 // empty. It returns how many changed.
 func (s *Service) MarkRead(ctx context.Context, userID int64, ids []int64) (int64, error) {
-	if s.notes == nil || userID == 0 {
+	if s == nil || s.notes == nil || userID == 0 {
 		return 0, nil
 	}
 	if len(ids) > 1000 {
 		return 0, problem.New(problem.Invalid, "at most 1000 ids at once")
 	}
 	return s.notes.MarkNotificationsRead(ctx, userID, ids)
+}
+
+func contains[T comparable](list []T, v T) bool {
+	for _, x := range list {
+		if x == v {
+			return true
+		}
+	}
+	return false
 }
