@@ -121,16 +121,16 @@ func (s *Server) reconcileRuns(ctx context.Context, repoID int64, keep map[int64
 			rr = &repoRuns{}
 			repos[g.RepoID] = rr
 		}
-		dead, deadBy, err := s.runDead(ctx, g, live, now)
-		switch {
-		case err != nil:
+		state, deadBy, err := s.runState(ctx, g, live, now)
+		if err != nil {
 			errs = append(errs, err)
-			fallthrough // not proven dead
-		case !dead:
+		}
+		switch state {
+		case runLive:
 			if rr.oldestLive.IsZero() || g.StartedAt.Before(rr.oldestLive) {
 				rr.oldestLive = g.StartedAt
 			}
-		default:
+		case runDead:
 			rr.dead = append(rr.dead, g)
 			if deadBy.After(rr.deadBy) {
 				rr.deadBy = deadBy
@@ -180,40 +180,67 @@ func (s *Server) reconcileRuns(ctx context.Context, repoID int64, keep map[int64
 	return errors.Join(errs...)
 }
 
-// runDead says whether g's process is provably dead and, if so, by when
-// at the latest. A run of this process whose end could not be recorded is
-// ended here instead.
-func (s *Server) runDead(ctx context.Context, g store.GitRun, live map[string]bool, now time.Time) (bool, time.Time, error) {
+// What the reconciler knows of a git run's process.
+const (
+	runLive     = iota // may still run: its run bounds the cutoff
+	runReplaced        // dead (its node runs another process), not ours to clean yet
+	runDead            // dead, and ours to clean
+)
+
+// runState judges g's process and, when it is dead and ours to clean, by
+// when it was dead at the latest. A run of this process whose end could
+// not be recorded is ended here instead. A run whose node restarted since
+// is dead but left to the restarted node for AbandonAfter; it no longer
+// bounds anything, or one crash would hold up another's cleanup.
+func (s *Server) runState(ctx context.Context, g store.GitRun, live map[string]bool, now time.Time) (int, time.Time, error) {
 	if g.Instance == s.cfg.Instance {
 		s.mu.Lock()
 		ended := s.endedRuns[g.ID]
 		s.mu.Unlock()
-		if ended {
-			if err := s.st.EndGitRun(ctx, g.ID); err != nil {
-				return false, time.Time{}, fmt.Errorf("end git run %d: %w", g.ID, err)
-			}
-			s.mu.Lock()
-			delete(s.endedRuns, g.ID)
-			s.mu.Unlock()
+		if !ended {
+			return runLive, time.Time{}, nil
 		}
-		return false, time.Time{}, nil // ours, running (or just ended: it bounds nothing dead)
+		if err := s.st.EndGitRun(ctx, g.ID); err != nil {
+			return runLive, time.Time{}, fmt.Errorf("end git run %d: %w", g.ID, err)
+		}
+		s.mu.Lock()
+		delete(s.endedRuns, g.ID)
+		s.mu.Unlock()
+		return runReplaced, time.Time{}, nil
 	}
 	if g.NodeID == s.cfg.NodeID {
-		return true, s.started, nil // an earlier process of this node
+		return runDead, s.started, nil // an earlier process of this node
 	}
-	if s.cfg.ProcessLive == nil || now.Sub(g.StartedAt) < s.cfg.AbandonAfter {
-		return false, time.Time{}, nil
+	if s.cfg.ProcessLive == nil {
+		return runLive, time.Time{}, nil
 	}
-	key := g.NodeID + "\x00" + g.Instance
-	alive, ok := live[key]
-	if !ok {
-		var err error
-		if alive, err = s.cfg.ProcessLive(ctx, g.NodeID, g.Instance); err != nil {
-			return false, time.Time{}, fmt.Errorf("is node %q alive: %w", g.NodeID, err)
+	ask := func(node, instance string) (bool, error) {
+		key := node + "\x00" + instance
+		alive, ok := live[key]
+		if !ok {
+			var err error
+			if alive, err = s.cfg.ProcessLive(ctx, node, instance); err != nil {
+				return true, fmt.Errorf("is node %q alive: %w", node, err)
+			}
+			live[key] = alive
 		}
-		live[key] = alive
+		return alive, nil
 	}
-	return !alive, now, nil
+	alive, err := ask(g.NodeID, g.Instance)
+	if err != nil || alive {
+		return runLive, time.Time{}, err
+	}
+	if now.Sub(g.StartedAt) >= s.cfg.AbandonAfter {
+		return runDead, now, nil
+	}
+	// Gone without a heartbeat may be a paused process with git inside
+	// a hook; live under another instance is a restart, which no
+	// process of the old one survives.
+	restarted, err := ask(g.NodeID, "")
+	if err != nil || !restarted {
+		return runLive, time.Time{}, err
+	}
+	return runReplaced, time.Time{}, nil
 }
 
 // removeDeadSockets removes, before this server listens, the hook sockets

@@ -521,3 +521,34 @@ func TestReconcileDeadRunRetriedSoon(t *testing.T) {
 		return os.IsNotExist(err)
 	})
 }
+
+// A run of another node that restarted since (its process is dead, its
+// node live under another instance) does not hold up the cleanup of this
+// node's dead run, although it is too young for this node to clean.
+func TestReplacedRunDoesNotBound(t *testing.T) {
+	b := newCrashBed(t)
+	b.commit("one")
+	b.killInside(Config{NodeID: "node-2", Instance: "run-1"}, "preparing")
+	lock := filepath.Join(b.remote, "refs", "heads", "main.lock")
+	ctx := context.Background()
+	var replaced int64
+	b.st.set(func() {
+		b.st.nextRun++
+		replaced = b.st.nextRun
+		b.st.runs[replaced] = store.GitRun{ID: replaced, RepoID: 1, NodeID: "node-1", Instance: "old", StartedAt: time.Now().Add(-10 * time.Second)}
+	})
+	restarted := b.server(Config{NodeID: "node-2", Instance: "run-2", AbandonAfter: time.Hour,
+		ProcessLive: func(_ context.Context, node, instance string) (bool, error) {
+			return node == "node-1" && instance == "", nil // node-1 runs a new process
+		}})
+	if err := restarted.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(lock); !os.IsNotExist(err) {
+		t.Errorf("dead lock still there: %v", err)
+	}
+	runs, _ := b.st.GitRuns(ctx)
+	if len(runs) != 1 || runs[0].ID != replaced {
+		t.Errorf("git runs = %+v, want only the replaced one, left to its own node", runs)
+	}
+}
