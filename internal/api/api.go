@@ -127,6 +127,7 @@ func New(d Deps) http.Handler {
 	s.routes = append(append(s.routeTable(), s.throttleRoutes()...), s.cacheRoutes()...)
 	s.routes = append(s.routes, s.clusterRoutes()...)
 	s.routes = append(s.routes, s.sshKeyRoutes()...)
+	s.routes = append(s.routes, s.accountRoutes()...) // accountroutes.go
 	if d.Pulls != nil {
 		s.routes = append(append(s.routes, s.pullRoutes()...), s.pullAdminRoutes()...)
 		s.routes = append(s.routes, s.inboxRoutes()...)
