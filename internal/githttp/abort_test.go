@@ -8,14 +8,14 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sluice-scm/sluice/internal/hosting"
+	"github.com/sluice-scm/sluice/internal/packcache"
 )
 
 // brokenCache answers with the start of a response, then fails, as a pack
 // cache producer that dies mid-pack does.
 type brokenCache struct{}
 
-func (brokenCache) Serve(_ context.Context, _ *hosting.CacheRequest, w io.Writer, _ hosting.Generate) (bool, error) {
+func (brokenCache) Serve(_ context.Context, _ *packcache.Request, w io.Writer, _ func(string), _ packcache.Generate) (bool, error) {
 	io.WriteString(w, "0008NAK\n0031\x01PACK partial")
 	return true, errors.New("producer failed")
 }

@@ -200,13 +200,10 @@ func (s *Service) runRelayed(ctx context.Context, op Op, r *store.Repository, t 
 	relay := newHookRelay(out.w)
 	out.w = relay
 	op.Stderr = relay.Stderr()
-	if ProgressFrom(ctx) == nil {
-		// Queue messages stay unsaid, as before the relay: relayed at the
-		// end of the push they would describe a wait that is over.
-		ctx = WithProgress(ctx, func(string) {})
-	}
 	head := &headRecorder{r: in, max: maxCommandsHead}
-	err := s.run(ctx, op, r, t, flags, head, out, env)
+	// Queue messages stay unsaid, as before the relay: relayed at the end
+	// of the push they would describe a wait that is over.
+	err := s.run(ctx, op, r, t, flags, head, out, env, func(string) {})
 	var pe *problem.Error
 	if err != nil && out.n.Load() == 0 && ctx.Err() == nil && !errors.As(err, &pe) {
 		// git died before answering: a reference-transaction hook that

@@ -21,6 +21,15 @@
 //     (every ref already at its new value) is answered with git's success
 //     report instead, without git (see retry.go).
 //
+// hosting is the runner; throttle and packcache are services it calls, and
+// neither imports it. Each gets its own small type, which hosting fills in
+// from the Op: a throttle.Ticket, a packcache.Request. A request is parsed
+// once, here (GIT_PROTOCOL with pktline.ProtocolVersion, the body with
+// pktline.ParseUploadRequest), and the parse travels with it. What a
+// service says back while it works — the queue messages of a wait for a
+// ticket — comes through a callback argument (Admit's progress,
+// packcache.Generate's), not through the context.
+//
 // Errors raised before git wrote anything are problem errors the transport
 // renders in its own way (an HTTP status, an ERR pkt-line, an SSH exit
 // status). Once output has started the protocol offers no clean way to
@@ -68,6 +77,7 @@ import (
 	"github.com/sluice-scm/sluice/internal/auth"
 	"github.com/sluice-scm/sluice/internal/gitcmd"
 	"github.com/sluice-scm/sluice/internal/hooks"
+	"github.com/sluice-scm/sluice/internal/packcache"
 	"github.com/sluice-scm/sluice/internal/pktline"
 	"github.com/sluice-scm/sluice/internal/problem"
 	"github.com/sluice-scm/sluice/internal/repo"
@@ -100,8 +110,9 @@ type Op struct {
 	// Stateless runs git with --stateless-rpc: one request, one response
 	// (smart HTTP). SSH sessions are not stateless.
 	Stateless bool
-	// Advertisement is set by AdvertiseRefs on the Op it hands to Admission
-	// and Cache, so they can tell a ref advertisement from a fetch or push.
+	// Advertisement is set by AdvertiseRefs, so that logs, metrics and the
+	// throttle's ticket (Command) tell a ref advertisement from a fetch or
+	// push.
 	Advertisement bool
 	// Stderr, when set, receives git's stderr and queueing messages; SSH
 	// passes the session's stderr, which the user sees. HTTP leaves it nil:
@@ -123,40 +134,28 @@ type Admission interface {
 	RateLimit(ctx context.Context, p *auth.Principal, remote string) error
 }
 
-// CacheRequest is what the pack cache needs to key and answer one request.
-type CacheRequest struct {
-	Repo *store.Repository
-	Op   Op
-	// Protocol is the validated GIT_PROTOCOL value ("" for v0).
-	Protocol string
-	// Body is the whole stateless request body; nil for advertisements.
-	Body []byte
-	// Request is Body parsed, for protocol v2 (nil otherwise): hosting
-	// parses every v2 command once, and the cache need not again.
-	Request *pktline.UploadRequest
-}
-
-// Generate produces, into w, exactly what git answers to the request now. It
-// takes a hosting ticket first, so a cache calls it only on a miss.
-type Generate func(ctx context.Context, w io.Writer) error
-
 // Cache answers stateless upload-pack requests and advertisements from
-// earlier answers. The packcache package implements it; nil disables it.
-// Protocol v2 SSH sessions reach it too, one command (and the capability
-// advertisement) at a time, as stateless requests (see serveV2Session), and
-// so do protocol v0 SSH sessions (see serveV0Session): their advertisement
-// with Op.Stateless false — git's session advertisement lacks the "no-done"
-// of HTTP's, so it must be keyed apart — and their first request, when it
-// ends with "done", as a stateless request (a shallow one as the two
-// stateless requests an HTTP client would post).
+// earlier answers: the pack cache (*packcache.Cache); nil disables it.
+// hosting describes each request as a packcache.Request, parsed once, and
+// hands it a packcache.Generate that runs git (taking the hosting ticket,
+// whose queueing messages go to the progress it is given). Protocol v2 SSH
+// sessions reach it too, one command (and the capability advertisement) at
+// a time, as stateless requests (see serveV2Session), and so do protocol
+// v0 SSH sessions (see serveV0Session): their advertisement as a Session
+// one — git's session advertisement lacks the "no-done" of HTTP's, so it
+// must be keyed apart — and their first request, when it ends with "done",
+// as a stateless request (a shallow one as the two stateless requests an
+// HTTP client would post).
 //
 // Serve either answers the request (handled true), writing to w what git
 // would write — from storage on a hit, or by calling generate on a miss
-// (coalescing identical requests as it likes) — or declines without writing
-// anything (handled false), and hosting runs git itself. An error with
-// handled true is reported like a git failure.
+// (coalescing identical requests as it likes) — or declines without
+// writing anything (handled false), and hosting runs git itself. An error
+// with handled true is reported like a git failure. progress receives the
+// queueing messages of the generate this request waits on, whichever
+// request started it.
 type Cache interface {
-	Serve(ctx context.Context, req *CacheRequest, w io.Writer, generate Generate) (handled bool, err error)
+	Serve(ctx context.Context, req *packcache.Request, w io.Writer, progress func(msg string), generate packcache.Generate) (handled bool, err error)
 }
 
 // Deps are the Service's collaborators. Admission and Cache may be nil.
@@ -285,17 +284,17 @@ func (s *Service) AdvertiseRefs(ctx context.Context, op Op, w io.Writer) error {
 		// at once still leaves the transport free to answer with a status.
 		dst = &prefixWriter{w: out, prefix: serviceHeader(op.Service)}
 	}
-	generate := func(ctx context.Context, w io.Writer) error {
-		return s.run(ctx, op, r, t, []string{"--stateless-rpc", "--advertise-refs"}, nil, w, nil)
+	generate := func(ctx context.Context, w io.Writer, progress func(string)) error {
+		return s.run(ctx, op, r, t, []string{"--stateless-rpc", "--advertise-refs"}, nil, w, nil, progress)
 	}
 	if s.d.Cache != nil && op.Service == UploadPack {
-		handled, err := s.d.Cache.Serve(ctx, &CacheRequest{Repo: r, Op: op, Protocol: op.Protocol}, dst, generate)
+		handled, err := s.d.Cache.Serve(ctx, advertisement(r, op), dst, nil, generate)
 		if handled {
 			t.cache = "served"
 			return t.finish(s.classify(ctx, err, out))
 		}
 	}
-	return t.finish(s.classify(ctx, generate(ctx, dst), out))
+	return t.finish(s.classify(ctx, generate(ctx, dst, nil), out))
 }
 
 // Serve runs op.Service with stdin as git's input and stdout as its output:
@@ -362,7 +361,7 @@ func (s *Service) Serve(ctx context.Context, op Op, stdin io.Reader, stdout io.W
 	if op.Service == ReceivePack && op.Stderr == nil {
 		return t.finish(s.classify(ctx, s.runRelayed(ctx, op, r, t, flags, in, out, env), out))
 	}
-	return t.finish(s.classify(ctx, s.run(ctx, op, r, t, flags, in, out, env), out))
+	return t.finish(s.classify(ctx, s.run(ctx, op, r, t, flags, in, out, env, nil), out))
 }
 
 // serveStateless answers one buffered stateless upload-pack request, from
@@ -370,37 +369,44 @@ func (s *Service) Serve(ctx context.Context, op Op, stdin io.Reader, stdout io.W
 // packfile section alone tells its client about a queue wait (see
 // packfileWriter).
 func (s *Service) serveStateless(ctx context.Context, op Op, r *store.Repository, t *tracker, body []byte, out *countingWriter) error {
+	// Parsed once, here: the v2 wants check, the early packfile header and
+	// the cache's key all read this.
 	var ur *pktline.UploadRequest
-	if pktline.ProtocolVersion(op.Protocol) == 2 {
+	v2 := pktline.ProtocolVersion(op.Protocol) == 2
+	if v2 {
 		var err error
 		if ur, err = parseV2(body); err != nil {
 			return err
 		}
+	} else if s.d.Cache != nil {
+		ur = parseRequest(op, body)
 	}
 	var dst io.Writer = out
 	var pw *packfileWriter
-	if s.d.Admission != nil && ur != nil && earlyPackfile(ur, len(body)) {
+	var progress func(string) // nil: run's default, op.Stderr
+	if s.d.Admission != nil && v2 && earlyPackfile(ur, len(body)) {
 		pw = &packfileWriter{w: out}
 		dst = pw
-		ctx = WithProgress(ctx, pw.progress)
+		progress = pw.progress
 	}
-	generate := func(ctx context.Context, w io.Writer) error {
-		if err := s.checkWants(ctx, r, ur); err != nil {
-			return err
+	generate := func(ctx context.Context, w io.Writer, progress func(string)) error {
+		if v2 {
+			if err := s.checkWants(ctx, r, ur); err != nil {
+				return err
+			}
 		}
-		return s.run(ctx, op, r, t, []string{"--stateless-rpc"}, bytes.NewReader(body), w, nil)
+		return s.run(ctx, op, r, t, []string{"--stateless-rpc"}, bytes.NewReader(body), w, nil, progress)
 	}
 	var err error
 	handled := false
 	if s.d.Cache != nil {
-		req := &CacheRequest{Repo: r, Op: op, Protocol: op.Protocol, Body: body, Request: ur}
-		handled, err = s.d.Cache.Serve(ctx, req, dst, generate)
+		handled, err = s.d.Cache.Serve(ctx, request(r, op, body, ur), dst, progress, generate)
 		if handled {
 			t.cache = "served"
 		}
 	}
 	if !handled {
-		err = generate(ctx, dst)
+		err = generate(ctx, dst, progress)
 	}
 	if pw != nil {
 		err = pw.finish(err)
@@ -421,12 +427,10 @@ const MaxSessionRequest = 10 << 20
 // advertisement is the same bytes. Protocol v0 sessions are stateful;
 // serveV0Session handles them.
 func (s *Service) serveV2Session(ctx context.Context, op Op, r *store.Repository, t *tracker, in io.Reader, out io.Writer) error {
-	adOp := op
-	adOp.Advertisement = true
-	advertise := func(ctx context.Context, w io.Writer) error {
-		return s.run(ctx, op, r, t, []string{"--stateless-rpc", "--advertise-refs"}, nil, w, nil)
+	advertise := func(ctx context.Context, w io.Writer, progress func(string)) error {
+		return s.run(ctx, op, r, t, []string{"--stateless-rpc", "--advertise-refs"}, nil, w, nil, progress)
 	}
-	if err := s.cached(ctx, &CacheRequest{Repo: r, Op: adOp, Protocol: op.Protocol}, out, advertise); err != nil {
+	if err := s.cached(ctx, advertisement(r, op), out, advertise); err != nil {
 		return err
 	}
 	t.cache = "session"
@@ -443,16 +447,16 @@ func (s *Service) serveV2Session(ctx context.Context, op Op, r *store.Repository
 		if err != nil {
 			return reportRefusal(out, err)
 		}
-		generate := func(ctx context.Context, w io.Writer) error {
+		generate := func(ctx context.Context, w io.Writer, progress func(string)) error {
 			if err := s.checkWants(ctx, r, ur); err != nil {
 				return err
 			}
-			return s.run(ctx, op, r, t, []string{"--stateless-rpc"}, bytes.NewReader(body), w, nil)
+			return s.run(ctx, op, r, t, []string{"--stateless-rpc"}, bytes.NewReader(body), w, nil, progress)
 		}
 		// Counted per command: a refusal before the command's first byte
 		// can still be told inside the protocol.
 		cmdOut := &countingWriter{w: out}
-		if err := s.cached(ctx, &CacheRequest{Repo: r, Op: op, Protocol: op.Protocol, Body: body, Request: ur}, cmdOut, generate); err != nil {
+		if err := s.cached(ctx, request(r, op, body, ur), cmdOut, generate); err != nil {
 			if cmdOut.n.Load() > 0 {
 				return err
 			}
@@ -462,14 +466,41 @@ func (s *Service) serveV2Session(ctx context.Context, op Op, r *store.Repository
 }
 
 // cached answers req from the cache, or with generate when there is no
-// cache or it declines.
-func (s *Service) cached(ctx context.Context, req *CacheRequest, w io.Writer, generate Generate) error {
+// cache or it declines. Queueing messages go where run sends them by
+// default when git runs for this request, and nowhere when it follows
+// another's.
+func (s *Service) cached(ctx context.Context, req *packcache.Request, w io.Writer, generate packcache.Generate) error {
 	if s.d.Cache != nil {
-		if handled, err := s.d.Cache.Serve(ctx, req, w, generate); handled {
+		if handled, err := s.d.Cache.Serve(ctx, req, w, nil, generate); handled {
 			return err
 		}
 	}
-	return generate(ctx, w)
+	return generate(ctx, w, nil)
+}
+
+// advertisement is op's ref (or capability) advertisement as the cache
+// keys it. A v0/v1 one for a session (SSH) is not smart HTTP's.
+func advertisement(r *store.Repository, op Op) *packcache.Request {
+	return &packcache.Request{RepoID: r.ID, Protocol: op.Protocol, Session: !op.Stateless}
+}
+
+// request is the stateless request body, parsed as ur, as the cache keys it.
+func request(r *store.Repository, op Op, body []byte, ur *pktline.UploadRequest) *packcache.Request {
+	return &packcache.Request{RepoID: r.ID, Protocol: op.Protocol, Body: body, Parsed: ur}
+}
+
+// parseRequest parses a protocol v0/v1 stateless request for the cache,
+// the one parse it gets. A request the parser refuses gets nil, which the
+// cache stays out of: git answers it, errors included, as it would without
+// a cache. (Protocol v2 commands are parsed by parseV2, and refused there.)
+func parseRequest(op Op, body []byte) *pktline.UploadRequest {
+	// The body is the whole request, already bounded by the transport; the
+	// parser's limit only has to let all of it in.
+	ur, err := pktline.ParseUploadRequest(bytes.NewReader(body), pktline.ProtocolVersion(op.Protocol), int64(len(body))+1)
+	if err != nil {
+		return nil
+	}
+	return ur
 }
 
 // readV2Command returns the raw pkt-lines of one v2 command, up to and
@@ -542,11 +573,11 @@ func (s *Service) prepare(ctx context.Context, op *Op, t *tracker) (*store.Repos
 	return r, nil
 }
 
-// run takes a hosting ticket and runs git once.
-func (s *Service) run(ctx context.Context, op Op, r *store.Repository, t *tracker, flags []string, stdin io.Reader, stdout io.Writer, env []string) error {
+// run takes a hosting ticket and runs git once. progress receives the
+// queueing messages; nil sends them to op.Stderr, if any.
+func (s *Service) run(ctx context.Context, op Op, r *store.Repository, t *tracker, flags []string, stdin io.Reader, stdout io.Writer, env []string, progress func(string)) error {
 	if s.d.Admission != nil {
 		start := time.Now()
-		progress := ProgressFrom(ctx)
 		if progress == nil {
 			progress = func(msg string) {
 				if op.Stderr != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/sluice-scm/sluice/internal/auth"
 	"github.com/sluice-scm/sluice/internal/gitcmd"
 	"github.com/sluice-scm/sluice/internal/hosting"
+	"github.com/sluice-scm/sluice/internal/packcache"
 	"github.com/sluice-scm/sluice/internal/problem"
 	"github.com/sluice-scm/sluice/internal/repo"
 	"github.com/sluice-scm/sluice/internal/store"
@@ -54,14 +55,14 @@ func (r *recorder) RateLimit(ctx context.Context, p *auth.Principal, remote stri
 	return r.rateErr
 }
 
-func (r *recorder) Serve(ctx context.Context, req *hosting.CacheRequest, w io.Writer, generate hosting.Generate) (bool, error) {
+func (r *recorder) Serve(ctx context.Context, req *packcache.Request, w io.Writer, progress func(string), generate packcache.Generate) (bool, error) {
 	r.note("cache")
 	switch r.cacheMode {
 	case "hit":
 		_, err := io.WriteString(w, "cached bytes")
 		return true, err
 	case "miss":
-		return true, generate(ctx, w)
+		return true, generate(ctx, w, progress)
 	}
 	return false, nil
 }

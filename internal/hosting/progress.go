@@ -2,7 +2,6 @@ package hosting
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -22,24 +21,12 @@ import (
 // sends that header itself as soon as there is something to say, then the
 // queue messages on band 2, and drops git's own header when git starts.
 //
-// The messages travel with the request's context (WithProgress), not with
-// the writer git writes to: on a pack cache miss git runs in the cache's
-// producer, whose output is the cache file and must be exactly git's, and
-// the producer's context keeps the request's values.
-
-type progressKey struct{}
-
-// withProgress makes progress the receiver of queueing messages for the
-// git processes run on behalf of ctx.
-func WithProgress(ctx context.Context, progress func(msg string)) context.Context {
-	return context.WithValue(ctx, progressKey{}, progress)
-}
-
-// ProgressFrom returns ctx's receiver of queueing messages, or nil.
-func ProgressFrom(ctx context.Context) func(string) {
-	p, _ := ctx.Value(progressKey{}).(func(string))
-	return p
-}
+// The messages reach packfileWriter as an argument, not with the writer
+// git writes to: on a pack cache miss git runs in the cache's producer,
+// whose output is the cache file and must be exactly git's. serveStateless
+// gives pw.progress to the cache (packcache.Cache.Serve's progress), which
+// fans the producer's messages out to every request following it, and to
+// run when git runs for this request alone.
 
 // packfileHeader is git's "packfile" section header in a v2 fetch response.
 var packfileHeader = []byte("000dpackfile\n")

@@ -69,18 +69,16 @@ var errRefsMoved = problem.New(problem.Unavailable, "the repository changed duri
 // the cache declines the advertisement; the caller then runs the session
 // with one git as before.
 func (s *Service) serveV0Session(ctx context.Context, op Op, r *store.Repository, t *tracker, in io.Reader, out io.Writer) (bool, error) {
-	adOp := op
-	adOp.Advertisement = true
 	// A stateful git ended by a flush writes the advertisement and exits.
 	// The op is marked stateless so that run waits for the (tiny) input to
 	// be fed; git gets no --stateless-rpc.
 	genOp := op
 	genOp.Stateless = true
-	advertise := func(ctx context.Context, w io.Writer) error {
-		return s.run(ctx, genOp, r, t, nil, strings.NewReader("0000"), w, nil)
+	advertise := func(ctx context.Context, w io.Writer, progress func(string)) error {
+		return s.run(ctx, genOp, r, t, nil, strings.NewReader("0000"), w, nil, progress)
 	}
 	sent := &digestWriter{w: out, h: sha256.New()}
-	handled, err := s.d.Cache.Serve(ctx, &CacheRequest{Repo: r, Op: adOp, Protocol: op.Protocol}, sent, advertise)
+	handled, err := s.d.Cache.Serve(ctx, advertisement(r, op), sent, nil, advertise)
 	if !handled {
 		return false, nil
 	}
@@ -101,10 +99,10 @@ func (s *Service) serveV0Session(ctx context.Context, op Op, r *store.Repository
 		return true, readError(err)
 	case req == v0Complete:
 		body := got.Bytes()
-		generate := func(ctx context.Context, w io.Writer) error {
-			return s.run(ctx, genOp, r, t, []string{"--stateless-rpc"}, bytes.NewReader(body), w, nil)
+		generate := func(ctx context.Context, w io.Writer, progress func(string)) error {
+			return s.run(ctx, genOp, r, t, []string{"--stateless-rpc"}, bytes.NewReader(body), w, nil, progress)
 		}
-		return true, s.cached(ctx, &CacheRequest{Repo: r, Op: genOp, Protocol: op.Protocol, Body: body}, out, generate)
+		return true, s.cached(ctx, request(r, genOp, body, parseRequest(op, body)), out, generate)
 	case req == v0Deepen:
 		return true, s.serveV0Deepen(ctx, op, genOp, r, t, got.Bytes(), br, sent, out)
 	}
@@ -118,7 +116,7 @@ func (s *Service) continueV0(ctx context.Context, op Op, r *store.Repository, t 
 	t.cache = "session-git"
 	stdin := io.MultiReader(bytes.NewReader(read), in)
 	dst := &dropPrefix{w: out, n: sent.n, total: sent.n, want: sent.h.Sum(nil), h: sha256.New()}
-	err := s.run(ctx, op, r, t, nil, stdin, dst, nil)
+	err := s.run(ctx, op, r, t, nil, stdin, dst, nil, nil)
 	if dst.mismatch() {
 		s.logger.Info("refs moved during an ssh negotiation", "repo_id", r.ID, "remote_addr", op.RemoteAddr)
 		return errRefsMoved
@@ -135,15 +133,15 @@ const maxShallowSection = 4 << 20
 // in; the advertisement has been sent through sent.
 func (s *Service) serveV0Deepen(ctx context.Context, op, genOp Op, r *store.Repository, t *tracker, first []byte, in io.Reader, sent *digestWriter, out io.Writer) error {
 	probe := append(first[:len(first):len(first)], "0000"...)
-	generate := func(ctx context.Context, w io.Writer) error {
-		return s.run(ctx, genOp, r, t, []string{"--stateless-rpc"}, bytes.NewReader(probe), w, nil)
+	generate := func(ctx context.Context, w io.Writer, progress func(string)) error {
+		return s.run(ctx, genOp, r, t, []string{"--stateless-rpc"}, bytes.NewReader(probe), w, nil, progress)
 	}
 	// Buffered, not streamed: anything short of a well-formed section
 	// followed by git's NAK (a cache that declines, a git that fails or
 	// answers something else) leaves the session to a stateful git, which
 	// gives the client git's own answer, errors included.
 	buf := &cappedBuffer{max: maxShallowSection}
-	handled, err := s.d.Cache.Serve(ctx, &CacheRequest{Repo: r, Op: genOp, Protocol: op.Protocol, Body: probe}, buf, generate)
+	handled, err := s.d.Cache.Serve(ctx, request(r, genOp, probe, parseRequest(op, probe)), buf, nil, generate)
 	section, ok := shallowSection(buf.b.Bytes())
 	if !handled || err != nil || !ok {
 		return s.continueV0(ctx, op, r, t, first, in, sent, out)
@@ -165,13 +163,13 @@ func (s *Service) serveV0Deepen(ctx context.Context, op, genOp Op, r *store.Repo
 		return s.continueV0(ctx, op, r, t, append(first[:len(first):len(first)], got.Bytes()...), in, sent, out)
 	}
 	body := append(first[:len(first):len(first)], got.Bytes()...)
-	generate = func(ctx context.Context, w io.Writer) error {
-		return s.run(ctx, genOp, r, t, []string{"--stateless-rpc"}, bytes.NewReader(body), w, nil)
+	generate = func(ctx context.Context, w io.Writer, progress func(string)) error {
+		return s.run(ctx, genOp, r, t, []string{"--stateless-rpc"}, bytes.NewReader(body), w, nil, progress)
 	}
 	// The whole request's answer starts with the section again.
 	sum := sha256.Sum256(section)
 	dst := &dropPrefix{w: out, n: int64(len(section)), total: int64(len(section)), want: sum[:], h: sha256.New()}
-	err = s.cached(ctx, &CacheRequest{Repo: r, Op: genOp, Protocol: op.Protocol, Body: body}, dst, generate)
+	err = s.cached(ctx, request(r, genOp, body, parseRequest(op, body)), dst, generate)
 	if dst.mismatch() {
 		s.logger.Info("refs moved during an ssh shallow fetch", "repo_id", r.ID, "remote_addr", op.RemoteAddr)
 		return errRefsMoved

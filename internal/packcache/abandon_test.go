@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
-
-	"github.com/sluice-scm/sluice/internal/hosting"
 )
 
 // firstWrite is a client that says when its first bytes arrived.
@@ -26,14 +24,14 @@ func (f *firstWrite) Write(p []byte) (int, error) {
 
 // hangUp runs a client for req that hangs up as soon as it has received
 // its first bytes, and returns once it is gone.
-func (h *harness) hangUp(req *hosting.CacheRequest, g hosting.Generate) {
+func (h *harness) hangUp(req *Request, g Generate) {
 	h.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	w := &firstWrite{got: make(chan struct{})}
 	done := make(chan error, 1)
 	go func() {
-		_, err := h.c.Serve(ctx, req, w, g)
+		_, err := h.c.Serve(ctx, req, w, nil, g)
 		done <- err
 	}()
 	select {
@@ -61,7 +59,7 @@ func newHeld(rest []byte) *heldProducer {
 	return &heldProducer{release: make(chan struct{}), stopped: make(chan struct{}), rest: rest}
 }
 
-func (p *heldProducer) generate(ctx context.Context, w io.Writer) error {
+func (p *heldProducer) generate(ctx context.Context, w io.Writer, _ func(string)) error {
 	if _, err := w.Write([]byte("0008NAK\n")); err != nil {
 		return err
 	}
@@ -152,7 +150,7 @@ func TestAbandonedSharedProducerFinishes(t *testing.T) {
 	var wg sync.WaitGroup
 	for range 2 {
 		w := &firstWrite{got: make(chan struct{})}
-		wg.Go(func() { h.c.Serve(ctx, clone(1), w, p.generate) })
+		wg.Go(func() { h.c.Serve(ctx, clone(1), w, nil, p.generate) })
 		<-w.got
 	}
 	if h.lookups(KindPacks, "coalesced") != 1 {

@@ -345,8 +345,6 @@ func sortByCreated(es []*entry) {
 	slices.SortFunc(es, func(a, b *entry) int { return a.created.Compare(b.created) })
 }
 
-func bytesReader(b []byte) io.Reader { return bytes.NewReader(b) }
-
 // fanout sends messages to a changing set of receivers. A receiver that
 // joins gets the latest message at once: the queue repeats where it stands
 // only every few seconds.

@@ -1,8 +1,11 @@
 // Package packcache is the SCM cache: upload-pack responses and ref
 // advertisements served from the node's local disk, so that a clone storm
 // (a CI fleet cloning the same tips) costs one git process instead of one per
-// client. It implements hosting.Cache, which hosting consults for every
-// stateless upload-pack request and advertisement on every transport.
+// client. hosting, the runner that calls it, consults it (Serve) for every
+// stateless upload-pack request and advertisement on every transport,
+// described as a Request it has already parsed, with a Generate that runs
+// git. The cache imports nothing of hosting: what it needs of a request is
+// in the Request, and what it says back goes through its arguments.
 //
 // # Never stale
 //
@@ -22,8 +25,8 @@
 //
 // A protocol v0/v1 ref advertisement comes in two flavours: smart HTTP's
 // (git --stateless-rpc --advertise-refs, which offers "no-done") and an SSH
-// session's (a stateful git, which does not); a request whose Op is not
-// Stateless names the second, and the key tells them apart. Requests are
+// session's (a stateful git, which does not); Request.Session names the
+// second, and the key tells them apart. Requests are
 // keyed on their content alone, so an SSH session's single-round request
 // and the same bytes over HTTP share an entry: git answers both alike. A
 // session's shallow request (two rounds: the shallow list, then the pack)
@@ -39,8 +42,8 @@
 // # Single flight, streaming
 //
 // The first miss for a key creates the entry and starts one producer: a
-// goroutine that runs git (hosting's Generate, which also takes the hosting
-// ticket) with its output going only to the entry's file, at disk speed.
+// goroutine that runs git (the caller's Generate, which also takes the
+// hosting ticket) with its output going only to the entry's file, at disk speed.
 // Every client for that key, the first included, follows the file behind the
 // writer: it copies what is there, then waits to be told that more arrived.
 // Git therefore exits as soon as the response is produced and frees its
@@ -54,8 +57,10 @@
 // written: a transport then aborts the stream instead of ending it cleanly,
 // so no client ever takes a truncated pack for a complete one. While the
 // producer waits for its ticket, its queue messages ("waiting for capacity,
-// N ahead of you") go to every client following the entry, the latest at
-// once to one that joins, not only to the client that started it.
+// N ahead of you"), which Generate's progress argument receives, go to
+// every client following the entry — to the progress each gave Serve — the
+// latest at once to one that joins, not only to the client that started
+// it.
 //
 // # On disk
 //
@@ -98,7 +103,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/sluice-scm/sluice/internal/hosting"
 	"github.com/sluice-scm/sluice/internal/pktline"
 	"github.com/sluice-scm/sluice/internal/store"
 )
@@ -299,9 +303,38 @@ type lookup struct {
 	gen int64
 }
 
-// Serve implements hosting.Cache.
-func (c *Cache) Serve(ctx context.Context, req *hosting.CacheRequest, w io.Writer, generate hosting.Generate) (bool, error) {
-	if c.closed.Load() || req == nil || req.Repo == nil || req.Op.Service != hosting.UploadPack {
+// Request is one upload-pack request or ref advertisement as the runner
+// (hosting) hands it to the cache, parsed: the cache parses nothing itself.
+type Request struct {
+	RepoID int64
+	// Protocol is the client's GIT_PROTOCOL value, one pktline.ValidProtocol
+	// accepts, or "" (protocol v0).
+	Protocol string
+	// Session marks a protocol v0/v1 advertisement for an SSH session: a
+	// stateful git's, which lacks the "no-done" git adds for smart HTTP's
+	// --stateless-rpc --advertise-refs.
+	Session bool
+	// Body is the whole stateless request; nil for an advertisement.
+	Body []byte
+	// Parsed is Body as pktline.ParseUploadRequest reads it in the version
+	// Protocol names; nil when it does not parse, and then the cache stays
+	// out and git answers.
+	Parsed *pktline.UploadRequest
+}
+
+// Generate produces, into w, exactly what git answers to the request now,
+// taking a hosting ticket first; while it waits for one, progress receives
+// the queueing messages. The cache calls it on a miss, in the producer.
+type Generate func(ctx context.Context, w io.Writer, progress func(msg string)) error
+
+// Serve either answers req (handled true), writing to w what git would
+// write — from the entry on a hit, or following the entry's producer, which
+// calls generate, on a miss — or declines without writing anything (handled
+// false), and the caller runs git itself. An error with handled true may
+// come after part of the answer was written. progress, when not nil,
+// receives the queueing messages of the producer this request follows.
+func (c *Cache) Serve(ctx context.Context, req *Request, w io.Writer, progress func(msg string), generate Generate) (bool, error) {
+	if c.closed.Load() || req == nil {
 		return false, nil
 	}
 	lk, reason := c.classify(ctx, req)
@@ -309,7 +342,7 @@ func (c *Cache) Serve(ctx context.Context, req *hosting.CacheRequest, w io.Write
 		if reason != "" {
 			c.bypassed.Add(1)
 			c.m.lookups.WithLabelValues(kindOf(req), "bypass").Inc()
-			c.logger.Debug("cache bypassed", "repo_id", req.Repo.ID, "reason", reason)
+			c.logger.Debug("cache bypassed", "repo_id", req.RepoID, "reason", reason)
 		}
 		return false, nil
 	}
@@ -349,7 +382,7 @@ func (c *Cache) Serve(ctx context.Context, req *hosting.CacheRequest, w io.Write
 		c.dispose(stale)
 		c.coalesced.Add(1)
 		c.m.lookups.WithLabelValues(lk.kind, "coalesced").Inc()
-		defer e.fan.add(hosting.ProgressFrom(ctx))()
+		defer e.fan.add(progress)()
 		n, err := e.follow(ctx, f, w)
 		c.served("cache", n)
 		return true, err
@@ -382,8 +415,8 @@ func (c *Cache) Serve(ctx context.Context, req *hosting.CacheRequest, w io.Write
 	// going if the client hangs up, for whoever else follows it, within
 	// the bounds on abandoned producers. It inherits the request's values
 	// (logging, tracing) but not its end. Its queueing messages go to
-	// whoever waits on the entry.
-	pctx, cancel := context.WithCancel(hosting.WithProgress(context.WithoutCancel(ctx), e.fan.send))
+	// whoever waits on the entry (see produce).
+	pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	e.cancel = cancel
 	e.requestedBefore = before
 	c.joinLocked(e)
@@ -394,7 +427,7 @@ func (c *Cache) Serve(ctx context.Context, req *hosting.CacheRequest, w io.Write
 	c.misses.Add(1)
 	c.m.lookups.WithLabelValues(lk.kind, "miss").Inc()
 
-	defer e.fan.add(hosting.ProgressFrom(ctx))()
+	defer e.fan.add(progress)()
 	stop := context.AfterFunc(c.ctx, cancel)
 	go func() {
 		defer c.producers.Done()
@@ -407,8 +440,8 @@ func (c *Cache) Serve(ctx context.Context, req *hosting.CacheRequest, w io.Write
 	return true, ferr
 }
 
-func kindOf(req *hosting.CacheRequest) string {
-	if req.Body == nil {
+func kindOf(req *Request) string {
+	if req.Body == nil || req.Parsed != nil && req.Parsed.Command == "ls-refs" {
 		return KindRefs
 	}
 	// Cheap: v2 ls-refs bodies start with the command line.
@@ -420,35 +453,20 @@ func kindOf(req *hosting.CacheRequest) string {
 
 // classify computes the key of req, or says why the cache stays out of it
 // ("" when the kind is simply switched off).
-func (c *Cache) classify(ctx context.Context, req *hosting.CacheRequest) (*lookup, string) {
+func (c *Cache) classify(ctx context.Context, req *Request) (*lookup, string) {
 	version := pktline.ProtocolVersion(req.Protocol)
-	protocol := req.Protocol
-	if protocol != "" && !pktline.ValidProtocol(protocol) {
-		protocol = ""
-	}
-	lk := &lookup{repoID: req.Repo.ID}
+	lk := &lookup{repoID: req.RepoID}
 	var what string
 	if req.Body == nil {
 		lk.kind = KindRefs
-		if !req.Op.Advertisement {
-			return nil, "no request body"
-		}
 		what = "advertisement"
-		if !req.Op.Stateless && version < 2 {
-			// An SSH session's advertisement lacks the "no-done" that
-			// git adds for --stateless-rpc --advertise-refs.
+		if req.Session && version < 2 {
 			what = "session advertisement"
 		}
 	} else {
-		// The body is the whole request, already bounded by the
-		// transport; the parser's limit only has to let all of it in.
-		ur := req.Request
+		ur := req.Parsed
 		if ur == nil {
-			var err error
-			ur, err = pktline.ParseUploadRequest(bytesReader(req.Body), version, int64(len(req.Body))+1)
-			if err != nil {
-				return nil, "unparsed request"
-			}
+			return nil, "unparsed request"
 		}
 		if len(ur.Raw) != len(req.Body) {
 			// Bytes after the request git would also read: the key
@@ -465,14 +483,16 @@ func (c *Cache) classify(ctx context.Context, req *hosting.CacheRequest) (*looku
 		return nil, ""
 	}
 	h := sha256.New()
-	fmt.Fprintf(h, "sluice packcache 1\ngit %s\nrepo %d\nprotocol %q\nservice %s\n", c.cfg.GitIdentity, req.Repo.ID, protocol, req.Op.Service)
+	// The service is in the format from when requests named theirs; the
+	// cache only ever answered upload-pack.
+	fmt.Fprintf(h, "sluice packcache 1\ngit %s\nrepo %d\nprotocol %q\nservice git-upload-pack\n", c.cfg.GitIdentity, req.RepoID, req.Protocol)
 	if req.Body == nil && version == 2 {
 		lk.gen = -1
 		fmt.Fprintf(h, "capabilities\n")
 	} else {
-		state, err := c.store.RepoState(ctx, req.Repo.ID)
+		state, err := c.store.RepoState(ctx, req.RepoID)
 		if err != nil {
-			c.logger.Warn("read refs generation", "repo_id", req.Repo.ID, "err", err)
+			c.logger.Warn("read refs generation", "repo_id", req.RepoID, "err", err)
 			return nil, "no generation"
 		}
 		if state.Pending > 0 {
@@ -561,9 +581,10 @@ func (c *Cache) createLocked(lk *lookup) (*entry, *os.File, error) {
 	return e, r, nil
 }
 
-// produce runs git into e and then keeps, or drops, the entry.
-func (c *Cache) produce(ctx context.Context, e *entry, generate hosting.Generate) {
-	err := generate(ctx, e)
+// produce runs git into e and then keeps, or drops, the entry. The queueing
+// messages of its wait for a ticket go to every client following e.
+func (c *Cache) produce(ctx context.Context, e *entry, generate Generate) {
+	err := generate(ctx, e, e.fan.send)
 	// From here the response is as good as complete: it is never
 	// abandoned, whoever leaves.
 	c.mu.Lock()

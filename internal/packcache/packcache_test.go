@@ -18,7 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/sluice-scm/sluice/internal/hosting"
+	"github.com/sluice-scm/sluice/internal/pktline"
 	"github.com/sluice-scm/sluice/internal/store"
 	"github.com/sluice-scm/sluice/internal/testbed/wait"
 )
@@ -86,19 +86,21 @@ func (h *harness) reopen() {
 func pkt(s string) string { return fmt.Sprintf("%04x%s", len(s)+4, s) }
 
 // clone is a v0 clone request for a commit id derived from n.
-func clone(n int) *hosting.CacheRequest {
+func clone(n int) *Request {
 	oid := fmt.Sprintf("%040x", n+1)
-	body := pkt("want "+oid+" side-band-64k ofs-delta agent=git/2.39.5\n") + "0000" + pkt("done\n")
-	return &hosting.CacheRequest{
-		Repo: &store.Repository{ID: 7},
-		Op:   hosting.Op{Service: hosting.UploadPack, Stateless: true},
-		Body: []byte(body),
-	}
+	return request(pkt("want "+oid+" side-band-64k ofs-delta agent=git/2.39.5\n") + "0000" + pkt("done\n"))
+}
+
+// request is a v0 request of repository 7, parsed as hosting parses it.
+func request(body string) *Request {
+	req := &Request{RepoID: 7, Body: []byte(body)}
+	req.Parsed, _ = pktline.ParseUploadRequest(strings.NewReader(body), 0, int64(len(body))+1)
+	return req
 }
 
 // gen returns a Generate writing payload in chunks, pausing between them.
-func (h *harness) gen(payload []byte, pause time.Duration, fail error) hosting.Generate {
-	return func(ctx context.Context, w io.Writer) error {
+func (h *harness) gen(payload []byte, pause time.Duration, fail error) Generate {
+	return func(ctx context.Context, w io.Writer, _ func(string)) error {
 		h.calls.Add(1)
 		for off := 0; off < len(payload); off += 4096 {
 			if _, err := w.Write(payload[off:min(off+4096, len(payload))]); err != nil {
@@ -115,23 +117,36 @@ func (h *harness) gen(payload []byte, pause time.Duration, fail error) hosting.G
 // serve runs one request and waits for its producer to have kept or
 // dropped the entry (clients are released before that). A nil g means a
 // hit is expected.
-func (h *harness) serve(req *hosting.CacheRequest, g hosting.Generate) ([]byte, bool, error) {
+func (h *harness) serve(req *Request, g Generate) ([]byte, bool, error) {
 	h.t.Helper()
 	if g == nil {
-		g = func(context.Context, io.Writer) error {
+		g = func(context.Context, io.Writer, func(string)) error {
 			h.t.Error("generate called where a hit was expected")
 			return errors.New("unexpected miss")
 		}
 	}
 	var buf bytes.Buffer
-	handled, err := h.c.Serve(context.Background(), req, &buf, g)
+	handled, err := h.c.Serve(context.Background(), req, &buf, nil, g)
 	h.settle()
 	return buf.Bytes(), handled, err
 }
 
+// settle waits for every producer to be done with its entry: out of the
+// index, and its file renamed or, for a response not kept, removed (which
+// the producer does after the entry left the index).
 func (h *harness) settle() {
 	h.t.Helper()
-	wait.For(h.t, "no production in progress", 10*time.Second, func() bool { return h.c.Stats().InProgress == 0 })
+	wait.For(h.t, "no production in progress", 10*time.Second, func() bool {
+		if h.c.Stats().InProgress != 0 {
+			return false
+		}
+		for _, f := range cacheFiles(h.t, h.cfg.Dir) {
+			if strings.HasPrefix(filepath.Base(f), tmpPrefix) {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 func (h *harness) lookups(kind, result string) float64 {
@@ -176,13 +191,13 @@ func TestKeyCoversRequestAndState(t *testing.T) {
 	h.serve(clone(1), h.gen(payload, 0, nil))
 	tests := []struct {
 		name   string
-		req    func() *hosting.CacheRequest
+		req    func() *Request
 		before func()
 	}{
-		{"other want", func() *hosting.CacheRequest { return clone(2) }, nil},
-		{"other repository", func() *hosting.CacheRequest { r := clone(1); r.Repo = &store.Repository{ID: 8}; return r }, nil},
-		{"protocol", func() *hosting.CacheRequest { r := clone(1); r.Protocol = "version=1"; return r }, nil},
-		{"generation", func() *hosting.CacheRequest { return clone(1) }, func() { h.st.set(2, 0) }},
+		{"other want", func() *Request { return clone(2) }, nil},
+		{"other repository", func() *Request { r := clone(1); r.RepoID = 8; return r }, nil},
+		{"protocol", func() *Request { r := clone(1); r.Protocol = "version=1"; return r }, nil},
+		{"generation", func() *Request { return clone(1) }, func() { h.st.set(2, 0) }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -200,8 +215,7 @@ func TestKeyCoversRequestAndState(t *testing.T) {
 	}
 	// The agent is not part of the key: another git version shares it
 	// (same length, so the pkt-line header stays right).
-	r := clone(1)
-	r.Body = bytes.Replace(r.Body, []byte("agent=git/2.39.5"), []byte("agent=git/2.45.0"), 1)
+	r := request(strings.Replace(string(clone(1).Body), "agent=git/2.39.5", "agent=git/2.45.0", 1))
 	before := h.calls.Load()
 	h.serve(r, h.gen(payload, 0, nil))
 	if h.calls.Load() != before {
@@ -213,14 +227,13 @@ func TestBypass(t *testing.T) {
 	tests := []struct {
 		name string
 		mod  func(*Config)
-		req  *hosting.CacheRequest
+		req  *Request
 		prep func(h *harness)
 	}{
 		{"pending ref transaction", nil, clone(1), func(h *harness) { h.st.set(3, 1) }},
 		{"packs off", func(c *Config) { c.Packs = false }, clone(1), nil},
-		{"unparsable body", nil, &hosting.CacheRequest{Repo: &store.Repository{ID: 7}, Op: hosting.Op{Service: hosting.UploadPack}, Body: []byte("garbage")}, nil},
-		{"trailing bytes", nil, func() *hosting.CacheRequest { r := clone(1); r.Body = append(r.Body, "0000"...); return r }(), nil},
-		{"receive-pack", nil, &hosting.CacheRequest{Repo: &store.Repository{ID: 7}, Op: hosting.Op{Service: hosting.ReceivePack}, Body: clone(1).Body}, nil},
+		{"unparsable body", nil, request("garbage"), nil},
+		{"trailing bytes", nil, func() *Request { r := clone(1); r.Body = append(r.Body, "0000"...); return r }(), nil},
 		{"free space below floor", func(c *Config) {
 			c.MinFreeBytes = 1 << 30
 			c.Statfs = func(string) (uint64, uint64, error) { return 100 << 30, 512 << 20, nil }
@@ -267,7 +280,7 @@ func TestFreeSpaceFloorResumes(t *testing.T) {
 func TestStaleProductionNotKept(t *testing.T) {
 	h := newHarness(t, nil)
 	payload := randomBytes(50_000)
-	g := func(ctx context.Context, w io.Writer) error {
+	g := func(ctx context.Context, w io.Writer, _ func(string)) error {
 		h.calls.Add(1)
 		w.Write(payload[:1000])
 		h.st.set(2, 1) // a push begins while git runs
@@ -303,7 +316,7 @@ func TestSingleFlight(t *testing.T) {
 		wg.Go(func() {
 			<-start
 			var buf bytes.Buffer
-			_, errs[i] = h.c.Serve(context.Background(), clone(1), &buf, h.gen(payload, time.Millisecond, nil))
+			_, errs[i] = h.c.Serve(context.Background(), clone(1), &buf, nil, h.gen(payload, time.Millisecond, nil))
 			results[i] = buf.Bytes()
 		})
 	}
@@ -329,7 +342,7 @@ func TestProducerFailureReachesEveryReader(t *testing.T) {
 	var wg sync.WaitGroup
 	errs := make([]error, 5)
 	release := make(chan struct{})
-	g := func(ctx context.Context, w io.Writer) error {
+	g := func(ctx context.Context, w io.Writer, _ func(string)) error {
 		h.calls.Add(1)
 		w.Write(payload[:50_000])
 		<-release
@@ -337,7 +350,7 @@ func TestProducerFailureReachesEveryReader(t *testing.T) {
 	}
 	for i := range errs {
 		wg.Go(func() {
-			_, errs[i] = h.c.Serve(context.Background(), clone(1), io.Discard, g)
+			_, errs[i] = h.c.Serve(context.Background(), clone(1), io.Discard, nil, g)
 		})
 	}
 	wait.For(t, "the condition", 10*time.Second, func() bool { return h.lookups(KindPacks, "coalesced")+h.lookups(KindPacks, "miss") == 5 })
@@ -378,9 +391,9 @@ func TestClientHangUpLeavesOthers(t *testing.T) {
 	var good bytes.Buffer
 	var goodErr, badErr error
 	ctx, cancel := context.WithCancel(context.Background())
-	wg.Go(func() { _, badErr = h.c.Serve(ctx, clone(1), &failingWriter{n: 10_000}, g) })
+	wg.Go(func() { _, badErr = h.c.Serve(ctx, clone(1), &failingWriter{n: 10_000}, nil, g) })
 	wait.For(t, "the condition", 10*time.Second, func() bool { return h.calls.Load() == 1 })
-	wg.Go(func() { _, goodErr = h.c.Serve(context.Background(), clone(1), &good, g) })
+	wg.Go(func() { _, goodErr = h.c.Serve(context.Background(), clone(1), &good, nil, g) })
 	wg.Wait()
 	cancel()
 	h.settle()
@@ -415,8 +428,8 @@ func TestSlowReaderDoesNotHoldProducer(t *testing.T) {
 	payload := randomBytes(2 << 20) // two seconds at 1 MB/s
 	var producedAt time.Time
 	var mu sync.Mutex
-	g := func(ctx context.Context, w io.Writer) error {
-		err := h.gen(payload, 0, nil)(ctx, w)
+	g := func(ctx context.Context, w io.Writer, _ func(string)) error {
+		err := h.gen(payload, 0, nil)(ctx, w, nil)
 		mu.Lock()
 		producedAt = time.Now()
 		mu.Unlock()
@@ -424,7 +437,7 @@ func TestSlowReaderDoesNotHoldProducer(t *testing.T) {
 	}
 	w := &slowWriter{rate: 1 << 20}
 	start := time.Now()
-	if _, err := h.c.Serve(context.Background(), clone(1), w, g); err != nil {
+	if _, err := h.c.Serve(context.Background(), clone(1), w, nil, g); err != nil {
 		t.Fatal(err)
 	}
 	mu.Lock()
@@ -577,11 +590,10 @@ func TestCorruptEntries(t *testing.T) {
 func TestClearAndInvalidate(t *testing.T) {
 	h := newHarness(t, nil)
 	h.serve(clone(1), h.gen([]byte("pack"), 0, nil))
-	caps := &hosting.CacheRequest{Repo: &store.Repository{ID: 7}, Protocol: "version=2",
-		Op: hosting.Op{Service: hosting.UploadPack, Advertisement: true}}
+	caps := &Request{RepoID: 7, Protocol: "version=2"}
 	h.serve(caps, h.gen([]byte("caps"), 0, nil))
 	other := clone(1)
-	other.Repo = &store.Repository{ID: 9}
+	other.RepoID = 9
 	h.serve(other, h.gen([]byte("other"), 0, nil))
 
 	h.c.Invalidate(7)
@@ -602,14 +614,14 @@ func TestClearAndInvalidate(t *testing.T) {
 func TestCloseWaitsForProducers(t *testing.T) {
 	h := newHarness(t, nil)
 	started := make(chan struct{})
-	g := func(ctx context.Context, w io.Writer) error {
+	g := func(ctx context.Context, w io.Writer, _ func(string)) error {
 		close(started)
 		<-ctx.Done()
 		return ctx.Err()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { _, err := h.c.Serve(ctx, clone(1), io.Discard, g); done <- err }()
+	go func() { _, err := h.c.Serve(ctx, clone(1), io.Discard, nil, g); done <- err }()
 	<-started
 	cancel() // the client leaves; the producer keeps going until Close
 	if err := <-done; !errors.Is(err, context.Canceled) {
@@ -659,12 +671,12 @@ func TestFollowersHearTheQueue(t *testing.T) {
 	payload := randomBytes(100_000)
 	var mu sync.Mutex
 	heard := map[string]int{}
-	listener := func(who string) context.Context {
-		return hosting.WithProgress(context.Background(), func(string) {
+	listener := func(who string) func(string) {
+		return func(string) {
 			mu.Lock()
 			defer mu.Unlock()
 			heard[who]++
-		})
+		}
 	}
 	count := func(who string) int {
 		mu.Lock()
@@ -688,9 +700,8 @@ func TestFollowersHearTheQueue(t *testing.T) {
 	var calls atomic.Int32
 	// As Admit does, the producer repeats where it stands in the queue
 	// until it gets a ticket.
-	queued := func(ctx context.Context, w io.Writer) error {
+	queued := func(ctx context.Context, w io.Writer, progress func(string)) error {
 		calls.Add(1)
-		progress := hosting.ProgressFrom(ctx)
 		if progress == nil {
 			return errors.New("the producer has no progress receiver")
 		}
@@ -708,23 +719,23 @@ func TestFollowersHearTheQueue(t *testing.T) {
 	var wg sync.WaitGroup
 	var first, second bytes.Buffer
 	wg.Go(func() {
-		if _, err := h.c.Serve(listener("first"), clone(1), &first, queued); err != nil {
+		if _, err := h.c.Serve(context.Background(), clone(1), &first, listener("first"), queued); err != nil {
 			t.Error(err)
 		}
 	})
 	waitFor("first")
 	wg.Go(func() {
-		if _, err := h.c.Serve(listener("second"), clone(1), &second, queued); err != nil {
+		if _, err := h.c.Serve(context.Background(), clone(1), &second, listener("second"), queued); err != nil {
 			t.Error(err)
 		}
 	})
 	waitFor("second")
 	// A follower that hangs up stops hearing.
-	gone, hangUp := context.WithCancel(listener("gone"))
+	gone, hangUp := context.WithCancel(context.Background())
 	goneDone := make(chan struct{})
 	go func() {
 		defer close(goneDone)
-		h.c.Serve(gone, clone(1), io.Discard, queued)
+		h.c.Serve(gone, clone(1), io.Discard, listener("gone"), queued)
 	}()
 	waitFor("gone")
 	hangUp()

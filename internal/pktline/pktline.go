@@ -2,7 +2,8 @@
 // upload-pack requests the pack cache keys on and the command section of
 // receive-pack requests (ParseReceiveRequest), and writes receive-pack's
 // success report (WriteReceiveSuccess), which hosting sends on its own for
-// a retried push that is already in place.
+// a retried push that is already in place. It is also the one parser of
+// GIT_PROTOCOL (ValidProtocol, ProtocolVersion; see protocol.go).
 //
 // A pkt-line is four hex digits giving the length of the whole line
 // (header included) followed by that many bytes minus four; "0000" is a
