@@ -278,30 +278,11 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger, opts Optio
 		_, err := a.Repos.HousekeepIfNeeded(ctx, args.RepoID)
 		return err
 	}, jobs.Timeout(housekeepingTimeout(cfg)))
-	queued := newRecentSet(housekeepingDelay - time.Second)
-	a.Hooks.OnPushed(func(req hooks.Request, _ []hooks.RefUpdate) {
-		// Housekeeping never runs inside a push: it is queued, delayed so
-		// a burst of pushes is housekept once, and one pending job per
-		// repository is enough however many pushes land. The job this node
-		// queued a moment ago has not started yet (it is delayed), so a
-		// push meanwhile skips the database round trip that River's
-		// uniqueness check would turn into a no-op anyway.
-		now := time.Now()
-		if queued.has(req.RepoID, now) {
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := a.Jobs.Enqueue(ctx, JobHousekeeping, map[string]int64{"repo_id": req.RepoID}, jobs.Unique(), jobs.Delay(housekeepingDelay)); err != nil {
-			logger.Warn("enqueue housekeeping", "component", "app", "repo_id", req.RepoID, "err", err)
-			return
-		}
-		queued.add(req.RepoID, now)
-	})
 
 	if err := a.newPulls(); err != nil {
 		return nil, err
 	}
+	a.registerRefWork()
 
 	if opts.Admin {
 		return a, nil
@@ -323,9 +304,7 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger, opts Optio
 			return nil, fmt.Errorf("pack cache: %w", err)
 		}
 		a.closers = append(a.closers, a.Cache.Close)
-		// Entries of an older generation can never be hit again; the
-		// event only frees their disk space early.
-		a.Hooks.OnRefsChanged(func(repoID int64, _ []hooks.RefUpdate) { a.Cache.Invalidate(repoID) })
+		a.invalidateCacheOnRefMoves()
 		cache = a.Cache
 	}
 

@@ -11,9 +11,9 @@ import (
 )
 
 // newPulls builds the webhooks, branch permissions, notifications and the
-// pull request service, and installs the push policy. Webhooks, notify and
-// pull register job handlers, so this must run before the job queue is
-// first used.
+// pull request service. Webhooks, notify and pull register job handlers,
+// so this must run before the job queue is first used; none of them
+// registers anything on the hooks server (pushes.go does).
 func (a *App) newPulls() error {
 	cfg := a.Config
 	hooks, err := webhook.New(webhook.Deps{
@@ -32,9 +32,6 @@ func (a *App) newPulls() error {
 	}
 	a.Webhooks = hooks
 	a.closers = append(a.closers, func() error { hooks.Close(); return nil })
-	// Every ref move a request made (push, REST, merge) is announced
-	// as repo:refs_changed once the request ends.
-	a.Hooks.OnPushed(hooks.OnPushed)
 
 	a.BranchPerms = branchperm.New(branchperm.Deps{Store: a.Store, Restrictions: a.DB, Repos: a.Repos, Git: a.Git, Logger: a.Logger})
 	a.Notify = notify.New(notify.Deps{
@@ -71,6 +68,5 @@ func (a *App) newPulls() error {
 		return fmt.Errorf("pull requests: %w", err)
 	}
 	a.Pulls = p
-	a.installPushPolicy()
 	return nil
 }

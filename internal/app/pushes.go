@@ -2,11 +2,68 @@ package app
 
 import (
 	"context"
+	"time"
 
 	"github.com/sluice-scm/sluice/internal/hooks"
+	"github.com/sluice-scm/sluice/internal/jobs"
 	"github.com/sluice-scm/sluice/internal/repo"
 	"github.com/sluice-scm/sluice/internal/store"
 )
+
+// What a ref move passes and what runs after it is registered here, and
+// only here: no service registers itself on the hooks server.
+//
+//   - the push policy (installPushPolicy): every user's ref move;
+//   - OnPushed, when a request that moved refs ends: housekeeping is
+//     queued, and webhooks announce repo:refs_changed;
+//   - OnRefsChanged, after each committed ref transaction: pull requests
+//     whose branches moved are rescoped, the local pack cache drops the
+//     repository's older entries (invalidateCacheOnRefMoves, once the
+//     cache is built) and, in a cluster, the other nodes are told
+//     (cluster.go, with the bus).
+
+// registerRefWork installs the push policy and the listeners of every
+// service newPulls built. app.New calls it right after newPulls, so the
+// admin CLI's ref moves are judged and announced too.
+func (a *App) registerRefWork() {
+	a.installPushPolicy()
+	a.Hooks.OnPushed(a.housekeepAfterPush())
+	// Every ref move a request made (push, REST, merge) is announced as
+	// repo:refs_changed once the request ends.
+	a.Hooks.OnPushed(a.Webhooks.OnPushed)
+	a.Hooks.OnRefsChanged(a.Pulls.RefsChanged)
+}
+
+// housekeepAfterPush queues a repository's housekeeping after a push.
+// Housekeeping never runs inside a push: it is queued, delayed so a burst
+// of pushes is housekept once, and one pending job per repository is
+// enough however many pushes land. The job this node queued a moment ago
+// has not started yet (it is delayed), so a push meanwhile skips the
+// database round trip that River's uniqueness check would turn into a
+// no-op anyway.
+func (a *App) housekeepAfterPush() func(hooks.Request, []hooks.RefUpdate) {
+	queued := newRecentSet(housekeepingDelay - time.Second)
+	return func(req hooks.Request, _ []hooks.RefUpdate) {
+		now := time.Now()
+		if queued.has(req.RepoID, now) {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := a.Jobs.Enqueue(ctx, JobHousekeeping, map[string]int64{"repo_id": req.RepoID}, jobs.Unique(), jobs.Delay(housekeepingDelay)); err != nil {
+			a.Logger.Warn("enqueue housekeeping", "component", "app", "repo_id", req.RepoID, "err", err)
+			return
+		}
+		queued.add(req.RepoID, now)
+	}
+}
+
+// invalidateCacheOnRefMoves frees the pack cache's entries of a
+// repository whose refs moved. Entries of an older generation can never
+// be hit again; the event only frees their disk space early.
+func (a *App) invalidateCacheOnRefMoves() {
+	a.Hooks.OnRefsChanged(func(repoID int64, _ []hooks.RefUpdate) { a.Cache.Invalidate(repoID) })
+}
 
 // pushCheck is one part of the push policy, given the repository read
 // once for all of them.

@@ -34,7 +34,7 @@
 //     gives up with a retryable conflict. Nothing else happens on the
 //     synchronous path: rescoping the other pull requests, housekeeping and
 //     webhooks are jobs, started by the ref change itself through the hooks
-//     server. Git 2.39 has neither `merge-tree --merge-base` nor `git
+//     server's listeners (app registers them). Git 2.39 has neither `merge-tree --merge-base` nor `git
 //     replay`, so a rebase replays each commit C onto the new tip T as
 //     merge-tree of a synthetic commit (T's tree with C's parent as its
 //     parent) and C: the merge base is C's parent, so the result is T plus
@@ -60,12 +60,12 @@
 //     that is thrown away, so a GET leaves nothing in the repository
 //     (mergestatus.go).
 //
-//   - Rescope: hooks.OnRefsChanged enqueues a job for every moved branch;
-//     the job finds the open pull requests whose source or target it is,
-//     records the new commits, moves inline comments with the code (a line
-//     keeps its comment when lines above it change, and the comment is
-//     marked outdated when its line is gone), then recomputes the diff and
-//     the merge preview.
+//   - Rescope: RefsChanged, a hooks.OnRefsChanged listener app registers,
+//     enqueues a job for every moved branch; the job finds the open pull
+//     requests whose source or target it is, records the new commits,
+//     moves inline comments with the code (a line keeps its comment when
+//     lines above it change, and the comment is marked outdated when its
+//     line is gone), then recomputes the diff and the merge preview.
 //
 //   - Every pull request has refs/pull-requests/{id}/from (its source
 //     commit, fetched from the fork when it comes from one: a parent
@@ -218,8 +218,10 @@ type metrics struct {
 	forkChecks *prometheus.CounterVec
 }
 
-// New builds the service, registers its job handlers and listens to ref
-// changes. Call it before the job queue starts.
+// New builds the service and registers its job handlers (rescope,
+// prepare). It registers nothing on the hooks server: app installs the
+// push policy (with CheckForkPush) and listens to ref changes with
+// RefsChanged. Call it before the job queue starts.
 func New(d Deps) (*Service, error) {
 	if d.Logger == nil {
 		d.Logger = slog.New(slog.DiscardHandler)
@@ -263,9 +265,6 @@ func New(d Deps) (*Service, error) {
 	if s.jobs != nil {
 		s.jobs.Handle(JobRescope, s.runRescope)
 		s.jobs.Handle(JobPrepare, s.runPrepare)
-	}
-	if s.hooks != nil {
-		s.hooks.OnRefsChanged(s.refsChanged)
 	}
 	return s, nil
 }

@@ -23,10 +23,11 @@ type prepareArgs struct {
 	PRID int64 `json:"pr_id"`
 }
 
-// refsChanged runs inside the reference-transaction hook: it only queues
-// a rescope for the branches that moved. Pull request refs are written by
-// this package and never start one (that would loop).
-func (s *Service) refsChanged(repoID int64, updates []hooks.RefUpdate) {
+// RefsChanged is the hooks.Server.OnRefsChanged listener app registers.
+// It runs inside the reference-transaction hook: it only queues a rescope
+// for the branches that moved. Pull request refs are written by this
+// package and never start one (that would loop).
+func (s *Service) RefsChanged(repoID int64, updates []hooks.RefUpdate) {
 	var refs []string
 	for _, u := range updates {
 		if strings.HasPrefix(u.Ref, "refs/heads/") {
