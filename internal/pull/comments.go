@@ -1,14 +1,11 @@
 package pull
 
 import (
-	"bytes"
 	"context"
 	"time"
 
-	"github.com/microcosm-cc/bluemonday"
-	"github.com/yuin/goldmark"
-
 	"github.com/sluice-scm/sluice/internal/auth"
+	"github.com/sluice-scm/sluice/internal/markup"
 	"github.com/sluice-scm/sluice/internal/notify"
 	"github.com/sluice-scm/sluice/internal/problem"
 	"github.com/sluice-scm/sluice/internal/store"
@@ -190,23 +187,6 @@ func (s *Service) DeleteComment(ctx context.Context, p *auth.Principal, pr *stor
 	return nil
 }
 
-// markdown renders user Markdown for the descriptionHtml and htmlText
-// fields. goldmark does not pass raw HTML through by default, and
-// bluemonday's UGC policy removes whatever else could run script (links
-// with javascript: URLs, event attributes).
-var (
-	md       = goldmark.New()
-	sanitise = bluemonday.UGCPolicy()
-)
-
-// RenderMarkdown returns safe HTML for Markdown text.
-func RenderMarkdown(text string) string {
-	if text == "" {
-		return ""
-	}
-	var b bytes.Buffer
-	if err := md.Convert([]byte(text), &b); err != nil {
-		return sanitise.Sanitize(text)
-	}
-	return sanitise.Sanitize(b.String())
-}
+// RenderMarkdown returns safe HTML for Markdown text, for the html and
+// descriptionHtml fields: markup.HTML, the pipeline the web UI uses too.
+func RenderMarkdown(text string) string { return markup.HTML(text) }

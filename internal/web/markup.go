@@ -6,20 +6,18 @@ import (
 	"path"
 	"strconv"
 	"strings"
-	"sync"
 	"unicode/utf8"
 
 	"github.com/alecthomas/chroma/v2"
 	"github.com/alecthomas/chroma/v2/lexers"
-	"github.com/microcosm-cc/bluemonday"
-	"github.com/yuin/goldmark"
-	"github.com/yuin/goldmark/extension"
+
+	"github.com/sluice-scm/sluice/internal/markup"
 )
 
 // Rendering of user content: Markdown, highlighted source, diffs. Each
 // function here returns template.HTML it built itself from escaped text
-// (highlighting, diffs) or that bluemonday sanitized (Markdown); nothing
-// else is ever marked safe.
+// (highlighting, diffs) or that markup sanitized (Markdown); nothing else
+// is ever marked safe.
 
 // Limits that keep a page within its time budget on the small machines
 // Sluice targets. Chroma tokenises a few MiB per second; 256 KiB or 5000
@@ -34,29 +32,11 @@ const (
 	maxFileDiffLines  = 3000    // one file's diff beyond this is collapsed
 )
 
-var (
-	markdown = goldmark.New(goldmark.WithExtensions(extension.GFM))
-	// ugc is bluemonday's policy for user-generated content: no script,
-	// no event handlers, no javascript: URLs, no style; links get
-	// rel="nofollow".
-	ugcOnce sync.Once
-	ugc     *bluemonday.Policy
-)
-
-// renderMarkdown turns Markdown into sanitized HTML. goldmark already
-// drops raw HTML (it is not run with WithUnsafe), and bluemonday removes
-// anything dangerous that Markdown itself can express (javascript: links).
+// renderMarkdown is markup.HTML as a template value. It is the pipeline
+// the REST API renders html and descriptionHtml with, so a comment or a
+// description reads the same on a page as through the API.
 func renderMarkdown(src []byte) template.HTML {
-	ugcOnce.Do(func() {
-		ugc = bluemonday.UGCPolicy()
-		ugc.RequireNoReferrerOnLinks(true)
-		ugc.AddTargetBlankToFullyQualifiedLinks(false)
-	})
-	var buf bytes.Buffer
-	if err := markdown.Convert(src, &buf); err != nil {
-		return template.HTML(template.HTMLEscapeString(string(src)))
-	}
-	return template.HTML(ugc.SanitizeBytes(buf.Bytes()))
+	return template.HTML(markup.HTML(string(src)))
 }
 
 // isBinary uses git's own test: a NUL byte in the first 8000 bytes.
