@@ -53,7 +53,6 @@ import (
 	"time"
 
 	"github.com/sluice-scm/sluice/internal/auth"
-	"github.com/sluice-scm/sluice/internal/config"
 	"github.com/sluice-scm/sluice/internal/hosting"
 	"github.com/sluice-scm/sluice/internal/pktline"
 	"github.com/sluice-scm/sluice/internal/problem"
@@ -524,5 +523,5 @@ func (c *capReader) Read(p []byte) (int, error) {
 }
 
 func tooLarge(limit int64) error {
-	return problem.New(problem.TooLarge, "request body is larger than %s", config.FormatSize(limit))
+	return problem.New(problem.TooLarge, "request body is larger than %s", problem.Size(limit))
 }

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 )
 
 // Kind classifies an error for the transports.
@@ -136,4 +137,20 @@ func RetryAfter(err error) int {
 		return e.RetryAfter
 	}
 	return 0
+}
+
+// Size writes a byte count for a message a user reads: with the largest
+// binary unit that divides it ("64KiB", "2GiB"), else in bytes. Limits are
+// configured in those units, so the message shows the number the
+// administrator wrote.
+func Size(n int64) string {
+	for _, u := range []struct {
+		suffix string
+		mult   int64
+	}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if n != 0 && n%u.mult == 0 {
+			return strconv.FormatInt(n/u.mult, 10) + u.suffix
+		}
+	}
+	return strconv.FormatInt(n, 10) + " bytes"
 }
