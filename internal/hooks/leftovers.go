@@ -64,9 +64,14 @@ import (
 // times) disagreeing.
 
 // clockMargin is how far apart the clocks of the nodes and of the shared
-// filesystem's server may be. NTP keeps them within milliseconds; a second
-// allows for a badly synchronised one at the cost of a second's delay.
-const clockMargin = time.Second
+// filesystem's server may be, less the time git takes from its start to
+// its first lock (tens of milliseconds at least). NTP keeps such clocks
+// within milliseconds; a quarter second leaves a wide berth. It is also
+// how long after a dead file's time a live run must have started not to
+// hold its removal up: every push already in flight at the crash, or
+// started within this margin after the dead git's last write, delays it
+// until it ends.
+const clockMargin = 250 * time.Millisecond
 
 // recordRun writes r's git run; a failure leaves r unrecorded, and its
 // hook calls are refused (see dispatch).
