@@ -38,6 +38,13 @@
 // EffectiveGrants round trip (plus a primary-key read of the user, so that a
 // user disabled after authenticating loses access at once).
 //
+// The one exception is a database outage: with auth.outage_grace set, a
+// caller whose credentials and repository read were confirmed by the
+// database within the grace keeps them while the store answers
+// Unavailable, so a node can go on serving clones from its pack cache
+// (grace.go). The grace is consulted only when the store cannot answer,
+// holds HMACs of credentials rather than secrets, and never covers writes.
+//
 // Secrets are never logged: passwords are hashed with argon2id, token
 // secrets are stored as their SHA-256, and Principal.String names a user or
 // a key id only.
@@ -156,6 +163,7 @@ type Service struct {
 	touched map[touchKey]time.Time
 
 	verified *verifiedCache
+	grace    *outageGrace // grace.go
 }
 
 type touchKey struct {
@@ -180,6 +188,7 @@ func New(st store.Store, logger *slog.Logger, reg prometheus.Registerer) *Servic
 		now:      time.Now,
 		touched:  make(map[touchKey]time.Time),
 		verified: newVerifiedCache(),
+		grace:    newOutageGrace(0),
 		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_auth_attempts_total",
 			Help: "Authentication attempts by method (password, token, publickey) and outcome (success, failure, error).",

@@ -30,7 +30,17 @@ const (
 // NotFound (the caller may not even read res) or Forbidden (the caller may
 // read res but not do a, or their token's scope is too small). Store
 // failures are returned as they are.
+//
+// A repository p may read is remembered for the outage grace (grace.go).
 func (s *Service) Authorize(ctx context.Context, p *Principal, res Resource, a Action) error {
+	err := s.authorize(ctx, p, res, a)
+	if err == nil && res.Repo != nil && s.grace.ttl > 0 {
+		s.grace.rememberRead(p, res.Repo, s.now())
+	}
+	return err
+}
+
+func (s *Service) authorize(ctx context.Context, p *Principal, res Resource, a Action) error {
 	if a < Read || a > Admin {
 		return fmt.Errorf("authorize: unknown action %d", int(a))
 	}

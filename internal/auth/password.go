@@ -161,6 +161,7 @@ const maxUserNameLen = 255
 // the same Unauthenticated error after the same amount of hashing work.
 func (s *Service) Password(ctx context.Context, name, pw string) (*Principal, error) {
 	p, err := s.password(ctx, name, pw)
+	p, err = s.withGrace(methodPassword, s.grace.credential(methodPassword, []byte(name), []byte(pw)), p, err)
 	s.count(methodPassword, err)
 	return p, err
 }

@@ -108,6 +108,9 @@ func checkKeyPolicy(key ssh.PublicKey) error {
 // last key it was asked about.
 func (s *Service) PublicKey(ctx context.Context, key ssh.PublicKey) (*Principal, error) {
 	p, err := s.publicKey(ctx, key)
+	if key != nil {
+		p, err = s.withGrace(methodPublicKey, s.grace.credential(methodPublicKey, key.Marshal()), p, err)
+	}
 	s.count(methodPublicKey, err)
 	return p, err
 }

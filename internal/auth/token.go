@@ -84,10 +84,12 @@ func looksLikeToken(s string) bool {
 func (s *Service) Token(ctx context.Context, secret string) (*Principal, error) {
 	if strings.HasPrefix(secret, resourceTokenPrefix) {
 		p, err := s.resourceToken(ctx, secret)
+		p, err = s.withGrace(methodToken, s.grace.credential(methodToken, []byte(secret)), p, err)
 		s.count(methodToken, err)
 		return p, err
 	}
 	p, err := s.token(ctx, secret)
+	p, err = s.withGrace(methodToken, s.grace.credential(methodToken, []byte(secret)), p, err)
 	s.count(methodToken, err)
 	return p, err
 }
