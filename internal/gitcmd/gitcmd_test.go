@@ -434,7 +434,7 @@ func TestHomeAndHooks(t *testing.T) {
 	for key, want := range map[string]string{
 		"core.hooksPath":       r.HooksDir(),
 		"receive.maxInputSize": "1048576",
-		"uploadpack.hideRefs":  "refs/pull-requests",
+		"receive.hideRefs":     "refs/pull-requests",
 		"core.fsync":           "objects,derived-metadata,reference",
 		"init.templateDir":     "",
 		"protocol.file.allow":  "always",
