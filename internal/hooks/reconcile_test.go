@@ -190,6 +190,13 @@ func TestReconcileDeadLockAfterRestart(t *testing.T) {
 		t.Errorf("main = %s, want %s (was %s)", got, c2, c1)
 	}
 	// The killed transaction aborted: only the two real pushes announced.
+	// OnPushed listeners run in the background, after the push returns.
+	wait.For(t, "the two pushes announced", 10*time.Second, func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return len(b.pushed) >= 2
+	})
+	restarted.Close()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if len(b.pushed) != 2 {
