@@ -49,7 +49,12 @@ type entry struct {
 	kind    string
 	repoID  int64
 	gen     int64
+	reqKey  string // lookup.reqKey
 	created time.Time
+	// refs is the refs digest the response was produced from (see
+	// Config.RefsDigest); "" when unknown, as for entries loaded from
+	// disk, which an outage lookup therefore never serves.
+	refs string
 
 	// Guarded by Cache.mu.
 	path       string

@@ -39,6 +39,22 @@
 // (whose object format it names) without the generation, so a v2 clone that
 // hits starts no git process at all.
 //
+// # During a database outage
+//
+// Without the database there is no generation, so no key. A node cut off
+// from it may still answer clones and fetches (hosting lets through the
+// principals auth's outage grace knows), but must never answer from an
+// entry older than the refs: a push may have landed on another node.
+// So every entry produced with Config.RefsDigest set records a digest of
+// the repository's ref files, read before and after git ran (kept only if
+// both agree, with the generation unchanged), and is indexed by its
+// request alone as well. When RepoState answers Unavailable, the newest
+// entry for the request is served only if the ref files digest the same
+// now; otherwise, and on a miss, the answer is Unavailable ("temporarily
+// unavailable") and git does not run: nothing is produced during an
+// outage. Entries found on disk at start carry no digest and are not
+// served during an outage (outage.go).
+//
 // # Single flight, streaming
 //
 // The first miss for a key creates the entry and starts one producer: a
@@ -104,6 +120,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-scm/sluice/internal/pktline"
+	"github.com/sluice-scm/sluice/internal/problem"
 	"github.com/sluice-scm/sluice/internal/store"
 )
 
@@ -145,6 +162,11 @@ type Config struct {
 	// AbandonedMaxBytes bounds the response such a producer may write
 	// (cache.abandoned_max_bytes); 0 means DefaultAbandonedMaxBytes.
 	AbandonedMaxBytes int64
+	// RefsDigest digests a repository's refs as its ref files hold them
+	// (repo.Manager.RefsDigest). When set, entries record it, and while
+	// the database cannot give the refs generation the cache answers from
+	// them (see "During a database outage"); nil leaves the cache out then.
+	RefsDigest func(repoID int64) (string, error)
 }
 
 // Defaults for the bounds on abandoned producers. A response someone asked
@@ -183,6 +205,10 @@ type Cache struct {
 	lru       *list.List // ready entries, most recently used at the front
 	diskBytes int64      // ready entries' file sizes
 	sightings map[string]time.Time
+	// byRequest indexes the ready entries that recorded a refs digest by
+	// their request key (lookup.reqKey), the newest per request, for
+	// lookups during a database outage (outage.go).
+	byRequest map[string]*entry
 
 	hits, misses, coalesced, bypassed atomic.Int64
 	servedCache, servedGit, generated atomic.Int64
@@ -228,6 +254,7 @@ func New(cfg Config, st store.Store, reg prometheus.Registerer, logger *slog.Log
 		entries:   map[string]*entry{},
 		lru:       list.New(),
 		sightings: map[string]time.Time{},
+		byRequest: map[string]*entry{},
 		evicted:   map[string]int64{},
 		now:       time.Now,
 		janitor:   make(chan struct{}),
@@ -301,6 +328,12 @@ type lookup struct {
 	// gen is the generation the key was built on; -1 for the capability
 	// advertisement, which does not depend on refs.
 	gen int64
+	// reqKey is the key without the generation: the request alone, as
+	// an outage lookup finds it (outage.go). Empty when gen is -1.
+	reqKey string
+	// outage is set when the generation could not be read because the
+	// database is unavailable; key is then empty.
+	outage bool
 }
 
 // Request is one upload-pack request or ref advertisement as the runner
@@ -338,6 +371,9 @@ func (c *Cache) Serve(ctx context.Context, req *Request, w io.Writer, progress f
 		return false, nil
 	}
 	lk, reason := c.classify(ctx, req)
+	if lk != nil && lk.outage {
+		return c.serveOutage(ctx, lk, w)
+	}
 	if lk == nil {
 		if reason != "" {
 			c.bypassed.Add(1)
@@ -485,12 +521,19 @@ func (c *Cache) classify(ctx context.Context, req *Request) (*lookup, string) {
 	h := sha256.New()
 	// The service is in the format from when requests named theirs; the
 	// cache only ever answered upload-pack.
-	fmt.Fprintf(h, "sluice packcache 1\ngit %s\nrepo %d\nprotocol %q\nservice git-upload-pack\n", c.cfg.GitIdentity, req.RepoID, req.Protocol)
+	prefix := fmt.Sprintf("sluice packcache 1\ngit %s\nrepo %d\nprotocol %q\nservice git-upload-pack\n", c.cfg.GitIdentity, req.RepoID, req.Protocol)
+	h.Write([]byte(prefix))
 	if req.Body == nil && version == 2 {
 		lk.gen = -1
 		fmt.Fprintf(h, "capabilities\n")
 	} else {
+		rk := sha256.Sum256([]byte(prefix + "request without generation\n" + what + "\n"))
+		lk.reqKey = hex.EncodeToString(rk[:])
 		state, err := c.store.RepoState(ctx, req.RepoID)
+		if err != nil && problem.Is(err, problem.Unavailable) && c.cfg.RefsDigest != nil {
+			lk.outage = true
+			return lk, ""
+		}
 		if err != nil {
 			c.logger.Warn("read refs generation", "repo_id", req.RepoID, "err", err)
 			return nil, "no generation"
@@ -558,6 +601,7 @@ func (c *Cache) createLocked(lk *lookup) (*entry, *os.File, error) {
 		kind:    lk.kind,
 		repoID:  lk.repoID,
 		gen:     lk.gen,
+		reqKey:  lk.reqKey,
 		created: c.now(),
 		path:    f.Name(),
 		file:    f,
@@ -584,6 +628,7 @@ func (c *Cache) createLocked(lk *lookup) (*entry, *os.File, error) {
 // produce runs git into e and then keeps, or drops, the entry. The queueing
 // messages of its wait for a ticket go to every client following e.
 func (c *Cache) produce(ctx context.Context, e *entry, generate Generate) {
+	refsBefore := c.refsDigest(e)
 	err := generate(ctx, e, e.fan.send)
 	// From here the response is as good as complete: it is never
 	// abandoned, whoever leaves.
@@ -616,6 +661,11 @@ func (c *Cache) produce(ctx context.Context, e *entry, generate Generate) {
 		// response; either way it must not outlive this request.
 		state, serr := c.store.RepoState(ctx, e.repoID)
 		keep = serr == nil && state.Generation == e.gen && state.Pending == 0
+		// The ref files read the same before and after git ran, so
+		// they are what git answered from.
+		if refsBefore != "" && c.refsDigest(e) == refsBefore {
+			e.refs = refsBefore
+		}
 	}
 	final := filepath.Join(c.cfg.Dir, e.key[:2], e.key)
 	var victims []*entry
@@ -633,6 +683,9 @@ func (c *Cache) produce(ctx context.Context, e *entry, generate Generate) {
 		e.path = final
 		e.elem = c.lru.PushFront(e)
 		c.diskBytes += e.fileSize()
+		if e.refs != "" {
+			c.byRequest[e.reqKey] = e
+		}
 		victims = c.evictLocked()
 	} else if c.entries[e.key] == e {
 		delete(c.entries, e.key)
@@ -657,6 +710,9 @@ func (c *Cache) evictLocked() []*entry {
 // eviction; dispose deletes its file outside the lock.
 func (c *Cache) removeLocked(e *entry, reason string) *entry {
 	delete(c.entries, e.key)
+	if c.byRequest[e.reqKey] == e {
+		delete(c.byRequest, e.reqKey)
+	}
 	c.lru.Remove(e.elem)
 	c.diskBytes -= e.fileSize()
 	c.countEviction(reason)

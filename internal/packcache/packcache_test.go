@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/sluice-scm/sluice/internal/pktline"
+	"github.com/sluice-scm/sluice/internal/problem"
 	"github.com/sluice-scm/sluice/internal/store"
 	"github.com/sluice-scm/sluice/internal/testbed/wait"
 )
@@ -28,11 +29,15 @@ type fakeStore struct {
 	store.Store
 	mu    sync.Mutex
 	state store.RepoState
+	down  bool // answer Unavailable, as during a database outage
 }
 
 func (f *fakeStore) RepoState(context.Context, int64) (store.RepoState, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.down {
+		return store.RepoState{}, problem.New(problem.Unavailable, "database unavailable")
+	}
 	return f.state, nil
 }
 
