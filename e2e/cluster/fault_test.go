@@ -530,6 +530,10 @@ func faultSuite(t *testing.T, c *testbed.Cluster) {
 			if d := ok.Sub(resumed); d > pushableWithin {
 				t.Errorf("feature pushable %v after PostgreSQL came back, want ≤ %v", d, pushableWithin)
 			}
+			// HAProxy takes a node back after its next passing check.
+			wait.For(t, "the load balancer routes again", 10*time.Second, func() bool {
+				return statusOf(c.LB()+"/readyz") == http.StatusOK
+			})
 			wait.For(t, "all nodes live", 30*time.Second, func() bool { return status(t, c).Live == len(c.Nodes) })
 			f.check(t)
 		})
