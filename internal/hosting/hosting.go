@@ -226,32 +226,45 @@ func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
 // on it. A missing repository and one p may not read give the same error:
 // NotFound "repository not found" for an authenticated caller,
 // Unauthenticated for an anonymous one (who may see it after logging in).
+//
+// While the store answers Unavailable, a read by a principal auth's outage
+// grace knows to have read the repository recently resolves from the grace
+// (see outage.go); anything else gets the Unavailable error.
 func (s *Service) Resolve(ctx context.Context, p *auth.Principal, projectKey, slug string, a auth.Action) (*store.Repository, error) {
+	r, _, err := s.resolve(ctx, p, projectKey, slug, a)
+	return r, err
+}
+
+// resolve is Resolve, also saying whether the repository came from the
+// outage grace.
+func (s *Service) resolve(ctx context.Context, p *auth.Principal, projectKey, slug string, a auth.Action) (*store.Repository, bool, error) {
 	if p == nil {
-		return nil, problem.New(problem.Internal, "no principal")
+		return nil, false, problem.New(problem.Internal, "no principal")
 	}
 	r, err := s.d.Store.RepoBySlug(ctx, projectKey, slug)
 	if err != nil {
 		if problem.Is(err, problem.NotFound) {
-			return nil, notFound(p)
+			return nil, false, notFound(p)
 		}
-		return nil, err
+		return s.outageRepo(p, projectKey, slug, a, err)
 	}
 	if err := s.d.Auth.Authorize(ctx, p, auth.Resource{Repo: r}, a); err != nil {
 		switch problem.KindOf(err) {
+		case problem.Unavailable:
+			return s.outageRepo(p, projectKey, slug, a, err)
 		case problem.NotFound:
-			return nil, notFound(p)
+			return nil, false, notFound(p)
 		case problem.Forbidden:
 			// Anonymous callers who may read but not write (a push to a
 			// public repository) are asked to log in: git answers a 401
 			// by retrying with credentials, a 403 by giving up.
 			if p.Anonymous {
-				return nil, problem.Wrap(problem.Unauthenticated, err, "authentication required")
+				return nil, false, problem.Wrap(problem.Unauthenticated, err, "authentication required")
 			}
 		}
-		return nil, err
+		return nil, false, err
 	}
-	return r, nil
+	return r, false, nil
 }
 
 func notFound(p *auth.Principal) error {
@@ -560,11 +573,17 @@ func (s *Service) prepare(ctx context.Context, op *Op, t *tracker) (*store.Repos
 	if op.Service == ReceivePack {
 		action = auth.Write
 	}
-	r, err := s.Resolve(ctx, op.Principal, op.ProjectKey, op.Slug, action)
+	r, outage, err := s.resolve(ctx, op.Principal, op.ProjectKey, op.Slug, action)
 	if err != nil {
 		return nil, err
 	}
+	if outage && op.Service != UploadPack {
+		// Only what the pack cache answers is served during an outage;
+		// an archive always needs git.
+		return nil, errOutage()
+	}
 	t.repo = r
+	t.outage = outage
 	if s.d.Admission != nil {
 		if err := s.d.Admission.RateLimit(ctx, op.Principal, op.RemoteAddr); err != nil {
 			return nil, err
@@ -576,6 +595,10 @@ func (s *Service) prepare(ctx context.Context, op *Op, t *tracker) (*store.Repos
 // run takes a hosting ticket and runs git once. progress receives the
 // queueing messages; nil sends them to op.Stderr, if any.
 func (s *Service) run(ctx context.Context, op Op, r *store.Repository, t *tracker, flags []string, stdin io.Reader, stdout io.Writer, env []string, progress func(string)) error {
+	if t.outage {
+		// The one door to git is shut during an outage: see outage.go.
+		return errOutage()
+	}
 	if s.d.Admission != nil {
 		start := time.Now()
 		if progress == nil {
@@ -724,6 +747,9 @@ type tracker struct {
 	queued time.Duration
 	// retry marks a resent push answered without git (see retry.go).
 	retry bool
+	// outage marks an operation resolved from auth's outage grace: the
+	// pack cache may answer it, git may not (see outage.go).
+	outage bool
 }
 
 func (s *Service) begin(op Op) *tracker {
