@@ -183,6 +183,7 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger, opts Optio
 	a.closers = append(a.closers, a.DB.Close)
 
 	a.Auth = auth.New(a.Store, logger, a.Registry)
+	a.Auth.SetOutageGrace(cfg.Auth.OutageGrace.Duration)
 
 	hookBinary := cfg.Git.HookBinary
 	if hookBinary == "" {
@@ -333,7 +334,11 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger, opts Optio
 	a.Throttle.Start(ctx)
 	a.closers = append(a.closers, a.Throttle.Close)
 
-	a.ready = newReadiness(a.DB.Ping, false, logger.With("component", "readiness"))
+	// During an outage the node serves what its pack cache holds to the
+	// principals the grace knows (hosting's outage.go), so it is read-only
+	// rather than unavailable.
+	cachedReads := a.Cache != nil && cfg.Auth.OutageGrace.Duration > 0
+	a.ready = newReadiness(a.DB.Ping, cachedReads, logger.With("component", "readiness"))
 	a.Hosting = hosting.New(hosting.Deps{
 		Store:      a.Store,
 		Auth:       a.Auth,
@@ -378,7 +383,7 @@ func (a *App) newCache() (*packcache.Cache, error) {
 	if err != nil {
 		return nil, err
 	}
-	return packcache.New(packcache.Config{
+	pc := packcache.Config{
 		Dir:            filepath.Join(cfg.Dir, "scm"),
 		Packs:          cfg.Packs,
 		Refs:           cfg.Refs,
@@ -390,7 +395,12 @@ func (a *App) newCache() (*packcache.Cache, error) {
 
 		AbandonedTimeout:  cfg.AbandonedTimeout.Duration,
 		AbandonedMaxBytes: int64(cfg.AbandonedMaxBytes),
-	}, a.Store, a.Registry, a.Logger)
+	}
+	if a.Config.Auth.OutageGrace.Duration > 0 {
+		// Only an outage reads the digests, and only with a grace.
+		pc.RefsDigest = a.Repos.RefsDigest
+	}
+	return packcache.New(pc, a.Store, a.Registry, a.Logger)
 }
 
 // openGitGroup opens the git cgroup the adaptive throttle drives, or

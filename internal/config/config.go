@@ -101,6 +101,7 @@ type Config struct {
 	Database Database `toml:"database"`
 	Storage  Storage  `toml:"storage"`
 	Cache    Cache    `toml:"cache"`
+	Auth     Auth     `toml:"auth"`
 	Git      Git      `toml:"git"`
 	Throttle Throttle `toml:"throttle"`
 	Log      Log      `toml:"log"`
@@ -260,6 +261,14 @@ type Node struct {
 	AbandonAfter Duration `toml:"abandon_after"`
 }
 
+// Auth is authentication and authorization beyond what the database says.
+type Auth struct {
+	// OutageGrace is how long, during a database outage, a principal the
+	// node authenticated and authorized to read a repository before the
+	// outage may go on fetching it from the pack cache; 0 disables.
+	OutageGrace Duration `toml:"outage_grace"`
+}
+
 type Webhooks struct {
 	// AllowNetworks lists CIDRs webhooks may reach although they are
 	// loopback, private or link-local (refused otherwise, against SSRF).
@@ -338,6 +347,9 @@ func Default() Config {
 			SSHAuthTimeout:                 Duration{60 * time.Second},
 		},
 		Database: Database{MaxOpenConns: 20, AcquireTimeout: Duration{5 * time.Second}},
+		// Ten minutes rides out a database failover or restart, yet a
+		// grant revoked just before the outage is not honoured for long.
+		Auth: Auth{OutageGrace: Duration{10 * time.Minute}},
 		Cache: Cache{
 			Packs:          true,
 			Refs:           true,
@@ -621,6 +633,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Cache.MinOccurrences < 1 || c.Cache.MinOccurrences > 2 {
 		return errors.New("cache.min_occurrences: must be 1 or 2")
+	}
+	if c.Auth.OutageGrace.Duration < 0 {
+		return errors.New("auth.outage_grace: must not be negative (0: no grace)")
 	}
 	if c.Cache.AbandonedTimeout.Duration < 0 || c.Cache.AbandonedMaxBytes < 0 {
 		return errors.New("cache.abandoned_timeout, cache.abandoned_max_bytes: must not be negative (0: the default)")
