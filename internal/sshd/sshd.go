@@ -675,11 +675,13 @@ func (c *conn) serverConfig() *ssh.ServerConfig {
 // client merely offers, so it records nothing about identity outside the
 // returned Permissions (see the package comment).
 //
-// When the key cannot be looked up at all (the database is down), the key
-// is accepted with Permissions that name no one and carry the failure:
-// refusing it would tell the client its key is unknown, and the session
-// that follows answers every command with "temporarily unavailable"
-// instead.
+// When the key cannot be looked up at all, the key is accepted with
+// Permissions that name no one and carry the failure: refusing it would
+// tell the client its key is unknown, and the session that follows answers
+// every command with "temporarily unavailable" instead. When the database
+// is unavailable the key is carried on as if found: authenticate then asks
+// auth, whose outage grace knows the keys it authenticated recently and
+// answers Unavailable for the others, with the same effect.
 func (c *conn) publicKey(_ ssh.ConnMetadata, key ssh.PublicKey) (*ssh.Permissions, error) {
 	fp := ssh.FingerprintSHA256(key)
 	_, err := c.s.st.SSHKeyByFingerprint(c.ctx, fp)
@@ -687,7 +689,7 @@ func (c *conn) publicKey(_ ssh.ConnMetadata, key ssh.PublicKey) (*ssh.Permission
 	case problem.Is(err, problem.NotFound):
 		c.rejectedKey = true
 		return nil, errors.New("unknown public key")
-	case err != nil:
+	case err != nil && !problem.Is(err, problem.Unavailable):
 		c.s.logger.Warn("ssh key lookup failed", "remote_addr", c.remote, "fingerprint", fp, "err", err)
 		return &ssh.Permissions{Extensions: map[string]string{extLookupFailed: failureKind(err)}}, nil
 	}
