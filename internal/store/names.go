@@ -113,9 +113,26 @@ func validateText(field, v string, maxLen int, required bool) error {
 // ValidateProjectKey checks a project key as Bitbucket does: a letter,
 // then letters, digits or '_', at most 128. Either case is accepted; keys
 // are stored in upper case.
+//
+// A key beginning with '~' is a user's personal project: '~' and then a
+// login of ASCII letters, digits and "._-" only (so it is safe in an HTTP
+// and an SSH path). '~' is valid nowhere else. Whether that user exists is
+// the callers' check (IsPersonalKey, and the store's CreateProject).
 func ValidateProjectKey(k string) error {
 	if err := checkCommon("project key", k, maxKeyLen); err != nil {
 		return err
+	}
+	if name, ok := strings.CutPrefix(k, "~"); ok {
+		if name == "" || name[0] == '.' || name[0] == '-' {
+			return invalid("project key", k, "a personal project key is '~' and a user name")
+		}
+		for i := 0; i < len(name); i++ {
+			c := name[i]
+			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+				return invalid("project key", k, "a personal project key is '~' and a user name of letters, digits and '.', '_', '-'")
+			}
+		}
+		return nil
 	}
 	for i := 0; i < len(k); i++ {
 		c := k[i]
@@ -128,6 +145,12 @@ func ValidateProjectKey(k string) error {
 		}
 	}
 	return nil
+}
+
+// IsPersonalKey reports whether k names a personal project ("~alice"),
+// and whose: the user name after the '~'.
+func IsPersonalKey(k string) (user string, ok bool) {
+	return strings.CutPrefix(k, "~")
 }
 
 // ValidateRepoName checks a repository's display name: the common rules,

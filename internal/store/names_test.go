@@ -62,7 +62,16 @@ func TestValidateProjectKey(t *testing.T) {
 		{"AB-C", false, "letters, digits and '_'"},
 		{"AB C", false, "letters, digits and '_'"},
 		{"ÄBC", false, "begin with a letter"},
-		{"~USER", false, "begin with a letter"},
+		{"~USER", true, ""},
+		{"~alice.smith-2", true, ""},
+		{"~", false, "personal project key"},
+		{"~.a", false, "personal project key"},
+		{"~a~b", false, "personal project key"},
+		{"~a@b", false, "personal project key"},
+		{"~a/b", false, "must not contain"},
+		{"a~b", false, "letters, digits and '_'"},
+		{"A~", false, "letters, digits and '_'"},
+		{"~~A", false, "personal project key"},
 		{"", false, "must not be empty"},
 	}
 	for _, tc := range tests {

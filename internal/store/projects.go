@@ -29,6 +29,9 @@ func (d *DB) CreateProject(ctx context.Context, p *Project) error {
 		return err
 	}
 	key := strings.ToUpper(p.Key)
+	if err := d.checkPersonalKey(ctx, key); err != nil {
+		return err
+	}
 	created := now()
 	err := d.queryRow(ctx, `INSERT INTO projects (key, name, description, public, created_at)
 		VALUES (?, ?, ?, ?, ?) RETURNING id`, key, p.Name, p.Description, p.Public, created).Scan(&p.ID)
@@ -39,6 +42,22 @@ func (d *DB) CreateProject(ctx context.Context, p *Project) error {
 		return d.fail(err, "create project")
 	}
 	p.Key, p.CreatedAt = key, created
+	return nil
+}
+
+// checkPersonalKey refuses a personal key ("~ALICE") unless a user of
+// that name exists: '~' is only ever a user's own project.
+func (d *DB) checkPersonalKey(ctx context.Context, key string) error {
+	name, ok := IsPersonalKey(key)
+	if !ok {
+		return nil
+	}
+	if _, err := d.UserByName(ctx, name); err != nil {
+		if problem.Is(err, problem.NotFound) {
+			return problem.New(problem.Invalid, "project key %q: no user %q has a personal project", key, name)
+		}
+		return err
+	}
 	return nil
 }
 
@@ -84,6 +103,9 @@ func (d *DB) UpdateProject(ctx context.Context, p *Project) error {
 		return err
 	}
 	key := strings.ToUpper(p.Key)
+	if err := d.checkPersonalKey(ctx, key); err != nil {
+		return err
+	}
 	res, err := d.exec(ctx, "UPDATE projects SET key = ?, name = ?, description = ?, public = ? WHERE id = ?",
 		key, p.Name, p.Description, p.Public, p.ID)
 	if isUnique(err) {

@@ -280,3 +280,36 @@ func TestPostgresConnectionsSuspect(t *testing.T) {
 		}
 	}
 }
+
+// A personal project key ("~ALICE") is accepted only for a user who
+// exists, on both back ends.
+func TestPersonalProjectKeyNeedsUser(t *testing.T) {
+	t.Parallel()
+	for name, open := range map[string]func(*testing.T) store.Store{"sqlite": openSQLite, "postgres": openPostgres} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			db, ctx := open(t), context.Background()
+			if err := db.CreateProject(ctx, &store.Project{Key: "~nobody", Name: "x"}); !problem.Is(err, problem.Invalid) {
+				t.Fatalf("~nobody: %v, want Invalid", err)
+			}
+			if err := db.CreateUser(ctx, &store.User{Name: "Alice"}); err != nil {
+				t.Fatal(err)
+			}
+			p := &store.Project{Key: "~alice", Name: "Alice"}
+			if err := db.CreateProject(ctx, p); err != nil {
+				t.Fatal(err)
+			}
+			if p.Key != "~ALICE" {
+				t.Fatalf("key %q", p.Key)
+			}
+			q := &store.Project{Key: "PLAIN", Name: "x"}
+			if err := db.CreateProject(ctx, q); err != nil {
+				t.Fatal(err)
+			}
+			q.Key = "~bob"
+			if err := db.UpdateProject(ctx, q); !problem.Is(err, problem.Invalid) {
+				t.Fatalf("rename to ~bob: %v, want Invalid", err)
+			}
+		})
+	}
+}
