@@ -26,6 +26,9 @@ func (s *Service) CreateProject(ctx context.Context, a Actor, in NewProject) (*s
 	if err := store.ValidateProjectKey(in.Key); err != nil {
 		return nil, err
 	}
+	if _, personal := store.IsPersonalKey(in.Key); personal {
+		return nil, errPersonalByHand
+	}
 	p := &store.Project{Key: strings.ToUpper(in.Key), Name: in.Name, Description: in.Description, Public: in.Public}
 	if strings.TrimSpace(p.Name) == "" {
 		p.Name = p.Key
@@ -42,6 +45,48 @@ func (s *Service) CreateProject(ctx context.Context, a Actor, in NewProject) (*s
 		}
 	}
 	s.logger.Info("project created", "project", p.Key, "actor", a.String())
+	return p, nil
+}
+
+var errPersonalByHand = problem.New(problem.Invalid, "a project key beginning with '~' is a user's personal project; it is not created or renamed by hand")
+
+// PersonalProject returns the personal project of the user called name
+// (case-insensitively), key "~" and the login in upper case, creating it
+// on first use: named after the user's display name, private, with the
+// user as its administrator. A name that is no user, or whose login
+// cannot make a key (it holds '@' or '+'), is NotFound. Reading or
+// creating it needs no permission: it exists, as in Bitbucket, for every
+// user; what it holds is guarded by the usual checks.
+func (s *Service) PersonalProject(ctx context.Context, name string) (*store.Project, error) {
+	if store.ValidateProjectKey("~"+name) != nil {
+		return nil, problem.New(problem.NotFound, "project not found")
+	}
+	u, err := s.st.UserByName(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	key := "~" + strings.ToUpper(u.Name)
+	if store.ValidateProjectKey(key) != nil {
+		return nil, problem.New(problem.NotFound, "project not found")
+	}
+	if p, err := s.st.ProjectByKey(ctx, key); !problem.Is(err, problem.NotFound) {
+		return p, err
+	}
+	display := u.DisplayName
+	if strings.TrimSpace(display) == "" || checkProjectText(display, "") != nil {
+		display = u.Name
+	}
+	p := &store.Project{Key: key, Name: display}
+	if err := s.st.CreateProject(ctx, p); problem.Is(err, problem.Conflict) {
+		// Created meanwhile by a concurrent first use.
+		return s.st.ProjectByKey(ctx, key)
+	} else if err != nil {
+		return nil, err
+	}
+	if err := s.st.SetProjectPermission(ctx, p.ID, store.Grant{UserID: u.ID, Permission: store.PermProjectAdmin}); err != nil {
+		return nil, err
+	}
+	s.logger.Info("personal project created", "project", p.Key, "user", u.Name)
 	return p, nil
 }
 
@@ -70,6 +115,11 @@ func (s *Service) UpdateProject(ctx context.Context, a Actor, p *store.Project, 
 	if ch.Key != nil && !strings.EqualFold(*ch.Key, p.Key) {
 		if err := store.ValidateProjectKey(*ch.Key); err != nil {
 			return nil, err
+		}
+		_, to := store.IsPersonalKey(*ch.Key)
+		_, from := store.IsPersonalKey(p.Key)
+		if to || from {
+			return nil, errPersonalByHand
 		}
 		next.Key = strings.ToUpper(*ch.Key)
 	}
