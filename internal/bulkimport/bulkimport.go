@@ -488,7 +488,7 @@ var projectPerms = map[store.Permission]bool{store.PermProjectRead: true, store.
 
 func (im *importer) projects(ctx context.Context) error {
 	todo, err := im.fresh(ctx, store.BulkProjects, func(r Record) string { return r.Key }, func(r Record) error {
-		if err := store.ValidateProjectKey(r.Key); err != nil {
+		if err := validImportKey(r.Key); err != nil {
 			return err
 		}
 		for _, g := range r.Grants {

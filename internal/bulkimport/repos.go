@@ -100,7 +100,7 @@ func defaultBranch(r Record) string {
 }
 
 func validRepo(r Record) error {
-	if err := store.ValidateProjectKey(r.Project); err != nil {
+	if err := validImportKey(r.Project); err != nil {
 		return err
 	}
 	if err := store.ValidateSlug(r.Slug); err != nil {
@@ -299,4 +299,17 @@ func copyFile(src, dst string) error {
 		return err
 	}
 	return os.WriteFile(dst, b, 0o444)
+}
+
+// validImportKey is store.ValidateProjectKey without personal projects:
+// a "~user" key is valid only for a user who exists, and a bulk import
+// writes its rows past the checks that know that, so it takes none.
+func validImportKey(k string) error {
+	if err := store.ValidateProjectKey(k); err != nil {
+		return err
+	}
+	if _, personal := store.IsPersonalKey(k); personal {
+		return problem.New(problem.Invalid, "project key %q: personal projects are not imported", k)
+	}
+	return nil
 }
