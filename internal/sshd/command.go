@@ -67,7 +67,7 @@ func parseCommand(s string) (command, error) {
 func parsePath(p string) (key, slug string, err error) {
 	for i := 0; i < len(p); i++ {
 		c := p[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '/' || c == '.' || c == '_' || c == '-') {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '/' || c == '.' || c == '_' || c == '-' || c == '~') {
 			return "", "", errBadCommand
 		}
 	}

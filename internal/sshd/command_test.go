@@ -17,6 +17,8 @@ func TestParseCommand(t *testing.T) {
 		{"git-upload-pack '/proj/repo'", hosting.UploadPack, "proj", "repo"},
 		{"git-receive-pack '/PROJ/my-repo_2.x.git'", hosting.ReceivePack, "PROJ", "my-repo_2.x"},
 		{"git-upload-archive '/P_1/Repo.git'", hosting.UploadArchive, "P_1", "repo"},
+		{"git-upload-pack '/~alice/repo.git'", hosting.UploadPack, "~alice", "repo"},
+		{"git-receive-pack '~Alice.Smith/repo.git'", hosting.ReceivePack, "~Alice.Smith", "repo"},
 	}
 	for _, tc := range ok {
 		c, err := parseCommand(tc.in)
@@ -58,6 +60,13 @@ func TestParseCommand(t *testing.T) {
 		`git-upload-pack '/PROJ/re'\''po.git'`,
 		"git-upload-pack '/PROJ/../OTHER/repo.git'",
 		"git-upload-pack '/PROJ/..'",
+		"git-upload-pack '/~/repo.git'",
+		"git-upload-pack '/a~b/repo.git'",
+		"git-upload-pack '/~~a/repo.git'",
+		"git-upload-pack '/~a/~repo.git'",
+		"git-upload-pack '~/repo.git'",
+		"git-upload-pack '/~-a/repo.git'",
+		"git-upload-pack '/~../repo.git'",
 		"git-upload-pack '../PROJ/repo.git'",
 		"git-upload-pack '/PROJ/a/b.git'",
 		"git-upload-pack '/PROJ.git'",
