@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/goleak"
 
 	"github.com/sluice-scm/sluice/internal/problem"
 	"github.com/sluice-scm/sluice/internal/store"
@@ -16,7 +17,9 @@ import (
 	"github.com/sluice-scm/sluice/internal/testbed/wait"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+// TestMain runs the tests against a PostgreSQL server and then fails the
+// package if a goroutine they started is still running.
+func TestMain(m *testing.M) { pgtest.Main(m, func() error { return goleak.Find() }) }
 
 func openStore(t *testing.T, dialect string) *store.DB {
 	t.Helper()

@@ -15,13 +15,16 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
+	"go.uber.org/goleak"
 
 	"github.com/sluice-scm/sluice/internal/store"
 	"github.com/sluice-scm/sluice/internal/testbed/pgtest"
 	"github.com/sluice-scm/sluice/internal/testbed/wait"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+// TestMain runs the tests against a PostgreSQL server and then fails the
+// package if a goroutine they started is still running.
+func TestMain(m *testing.M) { pgtest.Main(m, func() error { return goleak.Find() }) }
 
 // eachDB runs fn against a fresh SQLite database and a fresh PostgreSQL
 // database.
@@ -144,8 +147,13 @@ func TestEnqueueHandledOnce(t *testing.T) {
 			}
 		}
 		wait.For(t, "all jobs completed", 15*time.Second, func() bool { return completed(t, q, "housekeeping") == n })
-		// Give a duplicate run the chance to show.
-		time.Sleep(100 * time.Millisecond)
+		// A duplicate run would have been fetched before a job enqueued
+		// after all of them: once that one is handled, a duplicate has had
+		// its chance to show.
+		if err := q.Enqueue(ctx, "housekeeping", payload{RepoID: n + 1, Note: "ü\"x"}); err != nil {
+			t.Fatalf("Enqueue: %v", err)
+		}
+		wait.For(t, "the later job completed", 15*time.Second, func() bool { return completed(t, q, "housekeeping") == n+1 })
 		rec.mu.Lock()
 		seen := map[int64]int{}
 		for _, p := range rec.seen {
@@ -170,11 +178,12 @@ func TestEnqueueHandledOnce(t *testing.T) {
 				t.Errorf("job args %s: %v", j.EncodedArgs, err)
 			}
 		}
-		if got := testutil.ToFloat64(q.metrics.enqueued.WithLabelValues("housekeeping")); got != n {
-			t.Errorf("enqueued_total = %v, want %d", got, n)
+		// n jobs and the later one.
+		if got := testutil.ToFloat64(q.metrics.enqueued.WithLabelValues("housekeeping")); got != n+1 {
+			t.Errorf("enqueued_total = %v, want %d", got, n+1)
 		}
 		wait.For(t, "run metric", 15*time.Second, func() bool {
-			return testutil.CollectAndCount(q.metrics.run) == 1 && histCount(t, q.reg, "sluice_jobs_run_seconds", "outcome", "ok") == n
+			return testutil.CollectAndCount(q.metrics.run) == 1 && histCount(t, q.reg, "sluice_jobs_run_seconds", "outcome", "ok") == n+1
 		})
 	})
 }
@@ -287,10 +296,19 @@ func TestDelay(t *testing.T) {
 		if res.Job.State != rivertype.JobStateScheduled || res.Job.ScheduledAt.Before(before.Add(59*time.Minute)) {
 			t.Errorf("delayed job: state %s, scheduled at %v", res.Job.State, res.Job.ScheduledAt)
 		}
-		time.Sleep(200 * time.Millisecond)
-		if rec.count() != 0 {
-			t.Error("a job delayed by an hour ran")
+		// A job enqueued after it without a delay runs; had the delay
+		// been ignored, the delayed one would have run first.
+		if _, err := q.enqueue(context.Background(), "diff", payload{RepoID: 2}); err != nil {
+			t.Fatal(err)
 		}
+		wait.For(t, "the undelayed job handled", 15*time.Second, func() bool { return rec.count() >= 1 })
+		rec.mu.Lock()
+		for _, p := range rec.seen {
+			if p.RepoID == 1 {
+				t.Error("a job delayed by an hour ran")
+			}
+		}
+		rec.mu.Unlock()
 	})
 }
 
@@ -414,7 +432,9 @@ func TestPeriodic(t *testing.T) {
 			q.start(t)
 		}
 		wait.For(t, "two periodic runs", 15*time.Second, func() bool { return rec.count() >= 2 })
-		time.Sleep(500 * time.Millisecond)
+		// Let more ticks pass, counted by the runs they caused, so that a
+		// second node enqueueing as well would show in the count.
+		wait.For(t, "four periodic runs", 15*time.Second, func() bool { return rec.count() >= 4 })
 		rec.mu.Lock()
 		defer rec.mu.Unlock()
 		if rec.seen[0].Note != "all" {

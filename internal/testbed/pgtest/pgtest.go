@@ -86,7 +86,10 @@ func StartPostgres() (stop func(), err error) {
 // Main is a whole TestMain: it starts PostgreSQL, runs the
 // tests, stops the server and exits. A server that cannot start fails the
 // package loudly.
-func Main(m *testing.M) {
+//
+// Each of after runs once the tests passed and the server is stopped (a
+// goroutine-leak check, say); an error it returns fails the package.
+func Main(m *testing.M, after ...func() error) {
 	// -short (make test-short) runs unit tests only: no server is
 	// started, and tests that need one skip (URL).
 	flag.Parse()
@@ -94,7 +97,7 @@ func Main(m *testing.M) {
 		pg.mu.Lock()
 		pg.skip, pg.started = "-short: PostgreSQL tests skipped", true
 		pg.mu.Unlock()
-		os.Exit(m.Run())
+		os.Exit(runAfter(m.Run(), after))
 	}
 	stop, err := StartPostgres()
 	if err != nil {
@@ -104,7 +107,23 @@ func Main(m *testing.M) {
 	}
 	code := m.Run()
 	stop()
-	os.Exit(code)
+	os.Exit(runAfter(code, after))
+}
+
+// runAfter runs the post-run checks when the tests passed and returns the
+// exit code.
+func runAfter(code int, after []func() error) int {
+	if code != 0 {
+		return code
+	}
+	for _, check := range after {
+		if err := check(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			fmt.Fprintln(os.Stderr, "FAIL")
+			return 1
+		}
+	}
+	return code
 }
 
 // URL creates an empty database for t on the package's server and
