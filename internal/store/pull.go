@@ -59,6 +59,12 @@ type PullStore interface {
 	// asks for it).
 	ResetApprovals(ctx context.Context, prID int64) error
 
+	// Watchers are the users watching a pull request (in id order);
+	// Watch and Unwatch are idempotent.
+	Watchers(ctx context.Context, prID int64) ([]int64, error)
+	Watch(ctx context.Context, prID, userID int64) error
+	Unwatch(ctx context.Context, prID, userID int64) error
+
 	CreateComment(ctx context.Context, c *PullComment) error
 	CommentByID(ctx context.Context, prID, id int64) (*PullComment, error)
 	ListComments(ctx context.Context, prID int64) ([]PullComment, error)

@@ -634,3 +634,31 @@ func (d *DB) ListDeliveries(ctx context.Context, webhookID int64, p Page) ([]Web
 	}
 	return collect(rows, d, "list deliveries", scanDelivery)
 }
+
+// Watchers are the users watching a pull request, in id order.
+func (d *DB) Watchers(ctx context.Context, prID int64) ([]int64, error) {
+	rows, err := d.query(ctx, "SELECT user_id FROM pull_request_watchers WHERE pr_id = ? ORDER BY user_id", prID)
+	if err != nil {
+		return nil, d.fail(err, "watchers")
+	}
+	return collect(rows, d, "watchers", func(sc interface{ Scan(...any) error }, id *int64) error {
+		return sc.Scan(id)
+	})
+}
+
+// Watch makes userID a watcher of the pull request (again is no error).
+func (d *DB) Watch(ctx context.Context, prID, userID int64) error {
+	_, err := d.exec(ctx, `INSERT INTO pull_request_watchers (pr_id, user_id) VALUES (?, ?)
+		ON CONFLICT (pr_id, user_id) DO NOTHING`, prID, userID)
+	if isForeignKey(err) {
+		return problem.New(problem.NotFound, "pull request or user not found")
+	}
+	return d.fail(err, "watch")
+}
+
+// Unwatch stops userID watching the pull request (not watching is no
+// error).
+func (d *DB) Unwatch(ctx context.Context, prID, userID int64) error {
+	_, err := d.exec(ctx, "DELETE FROM pull_request_watchers WHERE pr_id = ? AND user_id = ?", prID, userID)
+	return d.fail(err, "unwatch")
+}

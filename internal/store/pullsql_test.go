@@ -100,6 +100,23 @@ func runPullStore(t *testing.T, st store.Store) {
 		t.Fatalf("after rescope: %+v", got)
 	}
 
+	// Watchers: idempotent both ways, unknown users refused, gone with
+	// the pull request (checked after the delete below).
+	must(ps.Watch(ctx, pr1.ID, v.ID))
+	must(ps.Watch(ctx, pr1.ID, v.ID))
+	must(ps.Watch(ctx, pr1.ID, u.ID))
+	if w, err := ps.Watchers(ctx, pr1.ID); err != nil || len(w) != 2 || w[0] != u.ID || w[1] != v.ID {
+		t.Fatalf("watchers: %v %v", w, err)
+	}
+	must(ps.Unwatch(ctx, pr1.ID, u.ID))
+	must(ps.Unwatch(ctx, pr1.ID, u.ID))
+	if w, err := ps.Watchers(ctx, pr1.ID); err != nil || len(w) != 1 || w[0] != v.ID {
+		t.Fatalf("watchers after unwatch: %v %v", w, err)
+	}
+	if err := ps.Watch(ctx, pr1.ID, 1<<40); !problem.Is(err, problem.NotFound) {
+		t.Fatalf("watch by an unknown user: %v", err)
+	}
+
 	must(ps.PutParticipant(ctx, pr1.ID, store.Participant{UserID: v.ID, Role: store.RoleReviewer, Status: store.StatusApproved}))
 	must(ps.ResetApprovals(ctx, pr1.ID))
 	parts, err := ps.Participants(ctx, pr1.ID)
@@ -261,6 +278,9 @@ func runPullStore(t *testing.T, st store.Store) {
 	}
 	if parts, err := ps.Participants(ctx, pr1.ID); err != nil || len(parts) != 0 {
 		t.Fatalf("participants after delete: %+v %v", parts, err)
+	}
+	if w, err := ps.Watchers(ctx, pr1.ID); err != nil || len(w) != 0 {
+		t.Fatalf("watchers after delete: %v %v", w, err)
 	}
 	if err := ps.DeletePullRequest(ctx, pr1.ID, cur.Version); !problem.Is(err, problem.NotFound) {
 		t.Fatalf("second delete: %v", err)
