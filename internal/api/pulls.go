@@ -310,12 +310,23 @@ func (c *call) pullDiff() error {
 		return err
 	}
 	o := pull.DiffOptions{Path: c.path("path")}
-	switch c.query("whitespace") {
+	switch strings.ToLower(strings.ReplaceAll(c.query("whitespace"), "_", "-")) {
 	case "", "show":
 	case "ignore-all":
 		o.IgnoreWhitespace = true
 	default:
 		return problem.New(problem.Invalid, "whitespace must be show or ignore-all")
+	}
+	// contextLines as Bitbucket reads it: -1 (or none) is the default of
+	// three lines; larger numbers are capped at pull.MaxContextLines.
+	if v := c.query("contextLines"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < -1 {
+			return problem.New(problem.Invalid, "contextLines must be a number of lines, or -1 for the default")
+		}
+		if n >= 0 {
+			o.ContextLines, o.CustomContext = n, true
+		}
 	}
 	body, etag, err := c.s.Pulls.DiffJSON(c.ctx, pr, o)
 	if err != nil {

@@ -31,10 +31,23 @@ type Change struct {
 
 // Diff is a pull request's whole diff, or one file's.
 type Diff struct {
-	FromHash  string     `json:"fromHash"` // the merge base
-	ToHash    string     `json:"toHash"`   // the source commit
-	Files     []FileDiff `json:"diffs"`
-	Truncated bool       `json:"truncated"`
+	FromHash     string     `json:"fromHash"` // the merge base
+	ToHash       string     `json:"toHash"`   // the source commit
+	ContextLines int        `json:"contextLines"`
+	Whitespace   string     `json:"whitespace"` // SHOW or IGNORE_ALL
+	Files        []FileDiff `json:"diffs"`
+	Truncated    bool       `json:"truncated"`
+}
+
+// defaultContextLines is git's default, the context of the stored diff.
+const defaultContextLines = 3
+
+// whitespaceName is the diff's whitespace mode as Bitbucket names it.
+func whitespaceName(ignore bool) string {
+	if ignore {
+		return "IGNORE_ALL"
+	}
+	return "SHOW"
 }
 
 // FileDiff is one file of a diff, in hunks.
@@ -48,6 +61,33 @@ type FileDiff struct {
 	// git.max_diff_blob_size: git shows it as binary without reading it,
 	// and the client must be able to tell it from a picture.
 	TooLarge bool `json:"tooLarge,omitempty"`
+}
+
+// fileDiffJSON is FileDiff as the API serves it: the paths are
+// Bitbucket's path objects (null for the side a file does not have).
+type fileDiffJSON struct {
+	Source      *restPath `json:"source"`
+	Destination *restPath `json:"destination"`
+	Binary      bool      `json:"binary"`
+	Hunks       []Hunk    `json:"hunks"`
+	Truncated   bool      `json:"truncated"`
+	TooLarge    bool      `json:"tooLarge,omitempty"`
+}
+
+// MarshalJSON renders the paths as Bitbucket's path objects. The Go
+// value keeps plain strings, and nothing stored holds this shape: stored
+// diffs are git's text, parsed again on load.
+func (f FileDiff) MarshalJSON() ([]byte, error) {
+	return json.Marshal(fileDiffJSON{Source: optRESTPath(f.Source), Destination: optRESTPath(f.Destination),
+		Binary: f.Binary, Hunks: f.Hunks, Truncated: f.Truncated, TooLarge: f.TooLarge})
+}
+
+func optRESTPath(p string) *restPath {
+	if p == "" {
+		return nil
+	}
+	rp := toRESTPath(p)
+	return &rp
 }
 
 // Hunk is one @@ section.
@@ -105,7 +145,8 @@ type diffResult struct {
 // escaping, newline-terminated, like the API's own encoder).
 func (d *diffResult) json() ([]byte, error) {
 	d.renderOnce.Do(func() {
-		out := &Diff{FromHash: d.base, ToHash: d.from, Files: make([]FileDiff, 0, len(d.files)), Truncated: d.truncated}
+		out := &Diff{FromHash: d.base, ToHash: d.from, ContextLines: defaultContextLines, Whitespace: whitespaceName(false),
+			Files: make([]FileDiff, 0, len(d.files)), Truncated: d.truncated}
 		for i, f := range d.files {
 			out.Files = append(out.Files, d.fileDiff(i, f))
 		}
@@ -344,7 +385,7 @@ func (s *Service) computeDiff(ctx context.Context, repoID int64, base, from stri
 		return nil, err
 	}
 	d.changes, d.truncated = changes, cut
-	text, cut, err := s.diffText(ctx, dir, base, from, nil, false)
+	text, cut, err := s.diffText(ctx, dir, base, from, nil, false, defaultContextLines)
 	if err != nil {
 		return nil, err
 	}
@@ -428,8 +469,11 @@ func (s *Service) changes(ctx context.Context, dir, base, from string) ([]Change
 
 // diffText is the unified diff from base to from (limited to paths when
 // given), cut at the byte and line limits on a line boundary.
-func (s *Service) diffText(ctx context.Context, dir, base, from string, paths []string, ignoreWhitespace bool) ([]byte, bool, error) {
+func (s *Service) diffText(ctx context.Context, dir, base, from string, paths []string, ignoreWhitespace bool, contextLines int) ([]byte, bool, error) {
 	flags := []string{"-r", "-p", "-M", "--no-color", "--no-ext-diff"}
+	if contextLines != defaultContextLines {
+		flags = append(flags, "-U"+strconv.Itoa(contextLines))
+	}
 	if ignoreWhitespace {
 		flags = append(flags, "-w")
 	}
@@ -684,7 +728,9 @@ func (s *Service) ChangesJSON(ctx context.Context, pr *store.PullRequest) (value
 // restPath is a file path in Bitbucket's shape.
 type restPath struct {
 	Components []string `json:"components"`
+	Parent     string   `json:"parent"`
 	Name       string   `json:"name"`
+	Extension  string   `json:"extension,omitempty"`
 	ToString   string   `json:"toString"`
 }
 
@@ -706,7 +752,12 @@ type restChangeProps struct {
 
 func toRESTPath(p string) restPath {
 	parts := strings.Split(p, "/")
-	return restPath{Components: parts, Name: parts[len(parts)-1], ToString: p}
+	name := parts[len(parts)-1]
+	out := restPath{Components: parts, Parent: strings.Join(parts[:len(parts)-1], "/"), Name: name, ToString: p}
+	if i := strings.LastIndexByte(name, '.'); i > 0 {
+		out.Extension = name[i+1:]
+	}
+	return out
 }
 
 // renderChanges encodes each change as the API does (HTML escaping on),
@@ -733,16 +784,34 @@ func renderChanges(changes []Change) ([][]byte, error) {
 type DiffOptions struct {
 	Path             string // one file ("" for all)
 	IgnoreWhitespace bool   // computed on request, one file only
+	// ContextLines, when CustomContext is set, is the lines of context
+	// around each change. The stored diff has git's default of three;
+	// any other number is computed on request, within the same limits.
+	ContextLines  int
+	CustomContext bool
+}
+
+// MaxContextLines bounds a requested context: beyond it a diff is the
+// files whole, which the byte and line limits cut anyway.
+const MaxContextLines = 10_000
+
+// context is the context the options ask for.
+func (o DiffOptions) context() int {
+	if !o.CustomContext {
+		return defaultContextLines
+	}
+	return min(max(o.ContextLines, 0), MaxContextLines)
 }
 
 // Diff is a pull request's diff, or one file's, parsed into hunks.
 func (s *Service) Diff(ctx context.Context, pr *store.PullRequest, o DiffOptions) (*Diff, error) {
-	out := &Diff{FromHash: pr.BaseSHA, ToHash: pr.FromSHA, Files: []FileDiff{}}
+	out := &Diff{FromHash: pr.BaseSHA, ToHash: pr.FromSHA, ContextLines: defaultContextLines,
+		Whitespace: whitespaceName(false), Files: []FileDiff{}}
 	if o.IgnoreWhitespace && o.Path == "" {
 		return nil, problem.New(problem.Invalid, "ignoring whitespace needs a path: it is computed for one file at a time")
 	}
-	if o.IgnoreWhitespace {
-		return s.diffOnRequest(ctx, pr, o.Path, true)
+	if o.IgnoreWhitespace || o.context() != defaultContextLines {
+		return s.diffOnRequest(ctx, pr, o.Path, o.IgnoreWhitespace, o.context())
 	}
 	d, err := s.diff(ctx, pr)
 	if err != nil {
@@ -761,7 +830,7 @@ func (s *Service) Diff(ctx context.Context, pr *store.PullRequest, o DiffOptions
 				// The stored diff may have been cut inside this file:
 				// compute it alone, within the same limits, which then
 				// tell whether it is whole.
-				return s.diffOnRequest(ctx, pr, o.Path, false)
+				return s.diffOnRequest(ctx, pr, o.Path, false, defaultContextLines)
 			}
 			fd := toFileDiff(f)
 			markTooLarge(&fd, d.tooLarge)
@@ -771,17 +840,25 @@ func (s *Service) Diff(ctx context.Context, pr *store.PullRequest, o DiffOptions
 	}
 	if d.truncated {
 		// Cut from the stored diff by the limits: compute this file alone.
-		return s.diffOnRequest(ctx, pr, o.Path, false)
+		return s.diffOnRequest(ctx, pr, o.Path, false, defaultContextLines)
 	}
 	return out, nil
 }
 
-func (s *Service) diffOnRequest(ctx context.Context, pr *store.PullRequest, path string, ignoreWS bool) (*Diff, error) {
-	text, cut, err := s.diffText(ctx, s.repos.Path(pr.RepoID), pr.BaseSHA, pr.FromSHA, []string{path}, ignoreWS)
+// diffOnRequest runs git for one file (or all, path "") with the given
+// whitespace mode and context. When the limits cut it, the last file is
+// the one marked cut.
+func (s *Service) diffOnRequest(ctx context.Context, pr *store.PullRequest, path string, ignoreWS bool, contextLines int) (*Diff, error) {
+	var paths []string
+	if path != "" {
+		paths = []string{path}
+	}
+	text, cut, err := s.diffText(ctx, s.repos.Path(pr.RepoID), pr.BaseSHA, pr.FromSHA, paths, ignoreWS, contextLines)
 	if err != nil {
 		return nil, err
 	}
-	out := &Diff{FromHash: pr.BaseSHA, ToHash: pr.FromSHA, Files: []FileDiff{}, Truncated: cut}
+	out := &Diff{FromHash: pr.BaseSHA, ToHash: pr.FromSHA, ContextLines: contextLines, Whitespace: whitespaceName(ignoreWS),
+		Files: []FileDiff{}, Truncated: cut}
 	files := splitFiles(text)
 	var big map[string]int64
 	if paths := binaryPaths(files); len(paths) > 0 {
@@ -789,9 +866,9 @@ func (s *Service) diffOnRequest(ctx context.Context, pr *store.PullRequest, path
 			s.logger.Warn("size binary files of a diff", "pr_id", pr.ID, "err", err)
 		}
 	}
-	for _, f := range files {
+	for i, f := range files {
 		fd := toFileDiff(f)
-		fd.Truncated = cut
+		fd.Truncated = cut && i == len(files)-1
 		markTooLarge(&fd, big)
 		out.Files = append(out.Files, fd)
 	}
@@ -799,14 +876,16 @@ func (s *Service) diffOnRequest(ctx context.Context, pr *store.PullRequest, path
 }
 
 // DiffJSON is Diff rendered as the API's JSON, with an entity tag. The
-// whole diff (no path, whitespace shown) is rendered once per node and
-// served as bytes from then on; the tag is a function of the pull request,
-// its two commits and the options, so it changes exactly when the answer
-// does.
+// whole diff (no path, whitespace shown, default context) is rendered once
+// per node and served as bytes from then on; the tag is a function of the
+// pull request, its two commits and the options, so it changes exactly
+// when the answer does.
 func (s *Service) DiffJSON(ctx context.Context, pr *store.PullRequest, o DiffOptions) (body []byte, etag string, err error) {
-	opts := sha256.Sum256([]byte(fmt.Sprintf("%t\x00%s", o.IgnoreWhitespace, o.Path)))
-	etag = fmt.Sprintf(`"pr%d-%s-%s-%x"`, pr.ID, pr.BaseSHA, pr.FromSHA, opts[:6])
-	if o.Path != "" || o.IgnoreWhitespace {
+	opts := sha256.Sum256([]byte(fmt.Sprintf("%t\x00%s\x00%d", o.IgnoreWhitespace, o.Path, o.context())))
+	// v2: the paths became Bitbucket's path objects, so tags handed out
+	// before must not revalidate.
+	etag = fmt.Sprintf(`"pr%d-%s-%s-v2%x"`, pr.ID, pr.BaseSHA, pr.FromSHA, opts[:6])
+	if o.Path != "" || o.IgnoreWhitespace || o.context() != defaultContextLines {
 		d, err := s.Diff(ctx, pr, o)
 		if err != nil {
 			return nil, "", err

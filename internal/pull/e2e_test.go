@@ -235,8 +235,10 @@ func TestWorkflowDriftApproveMerge(t *testing.T) {
 	}
 	var diff struct {
 		Diffs []struct {
-			Destination string `json:"destination"`
-			Hunks       []struct {
+			Destination struct {
+				ToString string `json:"toString"`
+			} `json:"destination"`
+			Hunks []struct {
 				Segments []struct {
 					Type string `json:"type"`
 				} `json:"segments"`
@@ -244,9 +246,44 @@ func TestWorkflowDriftApproveMerge(t *testing.T) {
 		} `json:"diffs"`
 	}
 	w.must(200, w.admin, "GET", base+"/diff/code.txt", nil, &diff)
-	if len(diff.Diffs) != 1 || diff.Diffs[0].Destination != "code.txt" || len(diff.Diffs[0].Hunks) != 1 {
+	if len(diff.Diffs) != 1 || diff.Diffs[0].Destination.ToString != "code.txt" || len(diff.Diffs[0].Hunks) != 1 {
 		t.Fatalf("file diff: %+v", diff)
 	}
+	// contextLines is honoured (computed on request), and the paths are
+	// Bitbucket's path objects.
+	var ctxDiff struct {
+		ContextLines int    `json:"contextLines"`
+		Whitespace   string `json:"whitespace"`
+		Diffs        []struct {
+			Source struct {
+				Components []string `json:"components"`
+				Parent     string   `json:"parent"`
+				Name       string   `json:"name"`
+				Extension  string   `json:"extension"`
+			} `json:"source"`
+			Hunks []struct {
+				SourceLine int `json:"sourceLine"`
+				SourceSpan int `json:"sourceSpan"`
+			} `json:"hunks"`
+		} `json:"diffs"`
+	}
+	w.must(200, w.admin, "GET", base+"/diff/code.txt?contextLines=1", nil, &ctxDiff)
+	if ctxDiff.ContextLines != 1 || ctxDiff.Whitespace != "SHOW" || len(ctxDiff.Diffs) != 1 ||
+		len(ctxDiff.Diffs[0].Hunks) != 1 || ctxDiff.Diffs[0].Hunks[0].SourceLine != 7 || ctxDiff.Diffs[0].Hunks[0].SourceSpan != 3 {
+		t.Fatalf("diff with one line of context: %+v", ctxDiff)
+	}
+	if src := ctxDiff.Diffs[0].Source; src.Name != "code.txt" || src.Extension != "txt" || src.Parent != "" || len(src.Components) != 1 {
+		t.Fatalf("source path object: %+v", src)
+	}
+	w.must(200, w.admin, "GET", base+"/diff?contextLines=0", nil, &ctxDiff)
+	if ctxDiff.ContextLines != 0 || len(ctxDiff.Diffs) != 2 || ctxDiff.Diffs[0].Hunks[0].SourceSpan != 1 {
+		t.Fatalf("whole diff without context: %+v", ctxDiff)
+	}
+	w.must(200, w.admin, "GET", base+"/diff", nil, &ctxDiff)
+	if ctxDiff.ContextLines != 3 || ctxDiff.Whitespace != "SHOW" {
+		t.Fatalf("default diff: contextLines %d whitespace %q", ctxDiff.ContextLines, ctxDiff.Whitespace)
+	}
+	w.must(400, w.admin, "GET", base+"/diff?contextLines=x", nil, nil)
 
 	var onChanged, onContext, general commentJSON
 	w.must(201, w.bob, "POST", base+"/comments", map[string]any{"text": "why eight?",

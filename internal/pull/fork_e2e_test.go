@@ -62,11 +62,13 @@ func TestForkPullRequest(t *testing.T) {
 	base := fmt.Sprintf("%s/%d", prs, pr.ID)
 	var diff struct {
 		Diffs []struct {
-			Destination string `json:"destination"`
+			Destination struct {
+				ToString string `json:"toString"`
+			} `json:"destination"`
 		} `json:"diffs"`
 	}
 	w.must(200, w.admin, "GET", base+"/diff", nil, &diff)
-	if len(diff.Diffs) != 1 || diff.Diffs[0].Destination != "fork.txt" {
+	if len(diff.Diffs) != 1 || diff.Diffs[0].Destination.ToString != "fork.txt" {
 		t.Fatalf("fork diff: %+v", diff)
 	}
 
@@ -205,7 +207,7 @@ func TestDiffETag(t *testing.T) {
 		return resp.StatusCode, resp.Header.Get("ETag"), string(body)
 	}
 	code, tag, body := get("/diff", "")
-	if code != 200 || tag == "" || !strings.Contains(body, `"destination":"e.txt"`) {
+	if code != 200 || tag == "" || !strings.Contains(body, `"toString":"e.txt"}`) {
 		t.Fatalf("diff: %d %q %s", code, tag, body)
 	}
 	if code, _, body := get("/diff", tag); code != 304 || body != "" {

@@ -111,7 +111,7 @@ func TestFileDiffCutSaysSo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Contains(body, []byte(`"destination":"big.txt","binary":false,"hunks"`)) || bytes.Count(body, []byte(`"truncated":true`)) != 2 {
+	if !bytes.Contains(body, []byte(`"toString":"big.txt"},"binary":false,"hunks"`)) || bytes.Count(body, []byte(`"truncated":true`)) != 2 {
 		t.Errorf("whole diff JSON does not mark the cut file: %.300s", body)
 	}
 }
@@ -130,7 +130,7 @@ func TestDiffOverMemoryLimit(t *testing.T) {
 	}
 
 	s, pr = limitService(t, Config{}, gitcmd.Config{ReadMemoryLimit: 64 << 20, MaxDiffBlobSize: 1 << 20}, 1_000_000, true)
-	d, err := s.diffOnRequest(context.Background(), pr, "big.txt", false)
+	d, err := s.diffOnRequest(context.Background(), pr, "big.txt", false, defaultContextLines)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +151,7 @@ func TestDiffOverMemoryLimit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Contains(body, []byte(`"destination":"big.txt","binary":true,"hunks":[],"truncated":true,"tooLarge":true`)) ||
+	if !bytes.Contains(body, []byte(`"destination":{"components":["big.txt"],"parent":"","name":"big.txt","extension":"txt","toString":"big.txt"},"binary":true,"hunks":[],"truncated":true,"tooLarge":true`)) ||
 		bytes.Count(body, []byte(`"tooLarge"`)) != 1 {
 		t.Errorf("whole diff JSON does not mark big.txt too large: %.400s", body)
 	}

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/sluice-scm/sluice/internal/store"
 )
 
 func TestMapLine(t *testing.T) {
@@ -181,10 +183,10 @@ func TestRenderChanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{
-		`{"path":{"components":["top.txt"],"name":"top.txt","toString":"top.txt"},"type":"ADD","nodeType":"FILE","properties":{"linesAdded":3,"linesRemoved":0}}`,
-		`{"path":{"components":["dir","new \u003c\u0026\u003e.go"],"name":"new \u003c\u0026\u003e.go","toString":"dir/new \u003c\u0026\u003e.go"},` +
-			`"srcPath":{"components":["old","é.go"],"name":"é.go","toString":"old/é.go"},"type":"MOVE","nodeType":"FILE","properties":{"linesAdded":1,"linesRemoved":2}}`,
-		`{"path":{"components":["img","logo.png"],"name":"logo.png","toString":"img/logo.png"},"type":"MODIFY","nodeType":"FILE","binary":true,"properties":{"linesAdded":0,"linesRemoved":0}}`,
+		`{"path":{"components":["top.txt"],"parent":"","name":"top.txt","extension":"txt","toString":"top.txt"},"type":"ADD","nodeType":"FILE","properties":{"linesAdded":3,"linesRemoved":0}}`,
+		`{"path":{"components":["dir","new \u003c\u0026\u003e.go"],"parent":"dir","name":"new \u003c\u0026\u003e.go","extension":"go","toString":"dir/new \u003c\u0026\u003e.go"},` +
+			`"srcPath":{"components":["old","é.go"],"parent":"old","name":"é.go","extension":"go","toString":"old/é.go"},"type":"MOVE","nodeType":"FILE","properties":{"linesAdded":1,"linesRemoved":2}}`,
+		`{"path":{"components":["img","logo.png"],"parent":"img","name":"logo.png","extension":"png","toString":"img/logo.png"},"type":"MODIFY","nodeType":"FILE","binary":true,"properties":{"linesAdded":0,"linesRemoved":0}}`,
 	}
 	if len(got) != len(want) {
 		t.Fatalf("got %d values, want %d", len(got), len(want))
@@ -193,5 +195,29 @@ func TestRenderChanges(t *testing.T) {
 		if string(got[i]) != want[i] {
 			t.Errorf("value %d:\n got %s\nwant %s", i, got[i], want[i])
 		}
+	}
+}
+
+// TestStoredDiffRendersPathObjects: a diff stored before the paths became
+// Bitbucket's path objects (its stat holds plain strings, its text is
+// git's) loads, and renders the new shape.
+func TestStoredDiffRendersPathObjects(t *testing.T) {
+	d, err := decodeStored(&store.PullDiff{BaseSHA: "a", FromSHA: "b",
+		Stat: `[{"path":"src/main.go","type":"MODIFY","added":1,"deleted":1}]`,
+		Diff: []byte("diff --git a/src/main.go b/src/main.go\n--- a/src/main.go\n+++ b/src/main.go\n@@ -1 +1 @@\n-old\n+new\n")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.changes) != 1 || d.changes[0].Path != "src/main.go" {
+		t.Fatalf("stat: %+v", d.changes)
+	}
+	body, err := d.json()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `"source":{"components":["src","main.go"],"parent":"src","name":"main.go","extension":"go","toString":"src/main.go"},` +
+		`"destination":{"components":["src","main.go"],"parent":"src","name":"main.go","extension":"go","toString":"src/main.go"}`
+	if !strings.Contains(string(body), want) || !strings.Contains(string(body), `"contextLines":3,"whitespace":"SHOW"`) {
+		t.Errorf("rendered: %s", body)
 	}
 }
