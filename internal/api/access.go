@@ -40,7 +40,7 @@ func (c *call) global(a auth.Action) error {
 
 // projectFor loads the {key} project and checks a on it.
 func (c *call) projectFor(a auth.Action) (*store.Project, error) {
-	proj, err := c.s.Store.ProjectByKey(c.ctx, c.path("key"))
+	proj, err := c.projectByKey(c.path("key"))
 	if problem.Is(err, problem.NotFound) {
 		return nil, c.hidden(msgProjectNotFound)
 	}
@@ -56,7 +56,7 @@ func (c *call) projectFor(a auth.Action) (*store.Project, error) {
 // repoFor loads the {key}/{slug} repository and checks a on it. A missing
 // project and a missing repository answer alike.
 func (c *call) repoFor(a auth.Action) (*store.Project, *store.Repository, error) {
-	proj, err := c.s.Store.ProjectByKey(c.ctx, c.path("key"))
+	proj, err := c.projectByKey(c.path("key"))
 	if problem.Is(err, problem.NotFound) {
 		return nil, nil, c.hidden(msgRepoNotFound)
 	}

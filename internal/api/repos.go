@@ -76,7 +76,7 @@ func (c *call) listProjectRepos() error {
 	if err != nil {
 		return err
 	}
-	proj, err := c.s.Store.ProjectByKey(c.ctx, c.path("key"))
+	proj, err := c.projectByKey(c.path("key"))
 	if problem.Is(err, problem.NotFound) {
 		return c.hidden(msgProjectNotFound)
 	}
@@ -203,7 +203,7 @@ func (c *call) updateRepo() error {
 	ch := accounts.RepositoryChange{Name: b.Name, Description: b.Description, Public: b.Public, DefaultBranch: b.DefaultBranch}
 	target := proj
 	if b.Project != nil && b.Project.Key != "" && !strings.EqualFold(b.Project.Key, proj.Key) {
-		dst, err := c.s.Store.ProjectByKey(c.ctx, b.Project.Key)
+		dst, err := c.projectByKey(b.Project.Key)
 		if problem.Is(err, problem.NotFound) {
 			return c.hidden(msgProjectNotFound)
 		}
@@ -243,9 +243,9 @@ type forkBody struct {
 	Project     *projectRef `json:"project"`
 }
 
-// forkRepo is Bitbucket's fork endpoint (POST on the repository). Sluice
-// has no personal projects, so a fork lands in the project the body names,
-// or in the origin's own project under another name.
+// forkRepo is Bitbucket's fork endpoint (POST on the repository). A fork
+// lands in the project the body names (a personal one, "~alice", too), or
+// in the origin's own project under another name.
 func (c *call) forkRepo() error {
 	proj, origin, err := c.repoFor(auth.Read)
 	if err != nil {
@@ -257,7 +257,7 @@ func (c *call) forkRepo() error {
 	}
 	target := proj
 	if b.Project != nil && b.Project.Key != "" && !strings.EqualFold(b.Project.Key, proj.Key) {
-		target, err = c.s.Store.ProjectByKey(c.ctx, b.Project.Key)
+		target, err = c.projectByKey(b.Project.Key)
 		if problem.Is(err, problem.NotFound) {
 			return c.hidden(msgProjectNotFound)
 		}

@@ -174,6 +174,8 @@ func (s *server) routeTable() []route {
 		// Users and groups.
 		{Method: "GET", Pattern: apiBase + "/users", Summary: "List users", Paged: true, Query: []param{filter}, handle: (*call).listUsers},
 		{Method: "GET", Pattern: apiBase + "/users/{userSlug}", Summary: "Get a user", handle: (*call).getUser},
+		{Method: "GET", Pattern: apiBase + "/users/{userSlug}/repos", Summary: "List a user's personal repositories", Paged: true, handle: (*call).listUserRepos},
+		{Method: "GET", Pattern: apiBase + "/users/{userSlug}/repos/{slug}", Summary: "Get a personal repository", handle: (*call).getUserRepo},
 		{Method: "POST", Pattern: adminBase + "/users", Summary: "Create a user (ADMIN)", Success: 204,
 			Query: []param{qreq("name", "login"), q("password", "initial password"), q("displayName", "display name"),
 				q("emailAddress", "e-mail address")},
