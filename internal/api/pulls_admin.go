@@ -20,6 +20,7 @@ const (
 
 func (s *server) pullAdminRoutes() []route {
 	rs := append(append(buildRoutes(), s.reviewerRoutes()...), s.insightRoutes()...) // reviewers.go, insights.go
+	rs = append(rs, s.watchRoutes()...) // watch.go
 	if s.BranchPerms != nil {
 		rs = append(rs, restrictionRoutes()...)
 	}

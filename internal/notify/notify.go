@@ -222,6 +222,10 @@ func (s *Service) recipients(ctx context.Context, a Event, pr *store.PullRequest
 				users = append(users, parent.AuthorID)
 			}
 		}
+		users, err = s.withWatchers(ctx, pr.ID, users)
+		if err != nil {
+			return nil, "", "", err
+		}
 		return users, fmt.Sprintf("%s commented on %s: %s", actor, ref, pr.Title), c.Text, nil
 	case store.NotifyMerged, store.NotifyDeclined:
 		parts, err := s.ps.Participants(ctx, pr.ID)
@@ -234,6 +238,10 @@ func (s *Service) recipients(ctx context.Context, a Event, pr *store.PullRequest
 				users = append(users, p.UserID)
 			}
 		}
+		users, err = s.withWatchers(ctx, pr.ID, users)
+		if err != nil {
+			return nil, "", "", err
+		}
 		verb := "merged"
 		if a.Kind == store.NotifyDeclined {
 			verb = "declined"
@@ -241,6 +249,21 @@ func (s *Service) recipients(ctx context.Context, a Event, pr *store.PullRequest
 		return users, fmt.Sprintf("%s %s %s: %s", actor, verb, ref, pr.Title), "", nil
 	}
 	return nil, "", "", fmt.Errorf("unknown notification kind %q", a.Kind)
+}
+
+// withWatchers adds the pull request's watchers to users (once each):
+// watching is asking for its comments, merge and decline.
+func (s *Service) withWatchers(ctx context.Context, prID int64, users []int64) ([]int64, error) {
+	watchers, err := s.ps.Watchers(ctx, prID)
+	if err != nil {
+		return nil, err
+	}
+	for _, id := range watchers {
+		if !contains(users, id) {
+			users = append(users, id)
+		}
+	}
+	return users, nil
 }
 
 // canRead asks auth, when the service has it, whether the user may still
