@@ -746,7 +746,13 @@ func TestFollowersHearTheQueue(t *testing.T) {
 	hangUp()
 	<-goneDone
 	before := count("gone")
-	time.Sleep(30 * time.Millisecond)
+	// The producer repeats its progress message; once the followers still
+	// listening have heard it twice more, the one that hung up would have
+	// heard it too.
+	for _, who := range []string{"first", "second"} {
+		was := count(who)
+		wait.For(t, who+" hears two more messages", 10*time.Second, func() bool { return count(who) >= was+2 })
+	}
 	if after := count("gone"); after != before {
 		t.Errorf("a follower that hung up heard %d more messages", after-before)
 	}
