@@ -20,7 +20,8 @@ const (
 
 func (s *server) pullAdminRoutes() []route {
 	rs := append(append(buildRoutes(), s.reviewerRoutes()...), s.insightRoutes()...) // reviewers.go, insights.go
-	rs = append(rs, s.watchRoutes()...) // watch.go
+	// watch.go
+	rs = append(rs, s.watchRoutes()...)
 	if s.BranchPerms != nil {
 		rs = append(rs, restrictionRoutes()...)
 	}
