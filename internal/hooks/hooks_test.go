@@ -17,6 +17,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.uber.org/goleak"
 
 	"github.com/sluice-scm/sluice/internal/auth"
 	"github.com/sluice-scm/sluice/internal/hookclient"
@@ -35,7 +36,9 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(hookclient.Run(os.Args[2], os.Args[3:], os.Stdin, os.Stdout, os.Stderr, os.Environ()))
 	}
-	os.Exit(m.Run())
+	// As the test package, it fails if a goroutine the tests started is
+	// still running once they finished.
+	goleak.VerifyTestMain(m)
 }
 
 // fakeStore keeps the refs generation and ref transactions in memory with
