@@ -77,10 +77,18 @@ func greeted(t *testing.T, c net.Conn) bool {
 func checkFlood(t *testing.T, flood []net.Conn, perSource int) {
 	t.Helper()
 	start := time.Now()
-	for i, c := range flood {
-		if got, want := greeted(t, c), i < perSource; got != want {
-			t.Fatalf("connection %d of %d from one source: served = %v, want %v", i+1, len(flood), got, want)
+	// Exactly perSource are served, the rest refused at once. Which ones
+	// is not fixed: behind a proxy the source is known only once each
+	// connection's PROXY header is read, concurrently, so the order the
+	// connections were dialled in is not the order they are counted in.
+	served := 0
+	for _, c := range flood {
+		if greeted(t, c) {
+			served++
 		}
+	}
+	if served != perSource {
+		t.Fatalf("%d of %d connections from one source served, want %d", served, len(flood), perSource)
 	}
 	if el := time.Since(start); el > 5*time.Second {
 		t.Errorf("refusing %d connections took %s", len(flood)-perSource, el)
