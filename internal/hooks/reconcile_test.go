@@ -508,11 +508,17 @@ func TestReconcileDeadRunRetriedSoon(t *testing.T) {
 	b.killInside(Config{NodeID: "node-1", Instance: "run-1"}, "preparing")
 	lock := filepath.Join(b.remote, "refs", "heads", "main.lock")
 	ctx := context.Background()
+	fi, err := os.Stat(lock)
+	if err != nil {
+		t.Fatalf("no lock left behind: %v", err)
+	}
+	// A live run that started before the lock was taken could own it, so
+	// it bounds the cleanup, however loaded the machine running the test.
 	var liveRun int64
 	b.st.set(func() {
 		b.st.nextRun++
 		liveRun = b.st.nextRun
-		b.st.runs[liveRun] = store.GitRun{ID: liveRun, RepoID: 1, NodeID: "node-3", Instance: "alive", StartedAt: time.Now()}
+		b.st.runs[liveRun] = store.GitRun{ID: liveRun, RepoID: 1, NodeID: "node-3", Instance: "alive", StartedAt: fi.ModTime().Add(-time.Second)}
 	})
 	restarted := b.server(Config{NodeID: "node-1", Instance: "run-2", ReconcileInterval: time.Hour,
 		ProcessLive: func(_ context.Context, _, instance string) (bool, error) { return instance == "alive", nil }})
