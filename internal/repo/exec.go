@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/sluice-scm/sluice/internal/gitcmd"
 	"github.com/sluice-scm/sluice/internal/problem"
@@ -21,11 +22,40 @@ const maxMetadataOutput = 32 << 20
 // process is then stopped and its exit status ignored.
 var errEnough = errors.New("enough output")
 
-// scan runs cmd and hands its standard output to fn as it is produced. If fn
-// returns before the end (errEnough or an error), the process is cancelled
-// at once, so a caller that has read a page never waits for git to print
-// the rest of the history.
+// scan runs cmd and hands its standard output to fn as it is produced,
+// failing with TooLarge past maxMetadataOutput. If fn returns before the
+// end (errEnough or an error), the process is cancelled at once, so a
+// caller that has read a page never waits for git to print the rest of the
+// history.
 func (m *Manager) scan(ctx context.Context, cmd gitcmd.Cmd, fn func(r *bufio.Reader) error) error {
+	return m.stream(ctx, cmd, maxMetadataOutput, fn)
+}
+
+// streamAll is scan with no bound on the output, for walks whose output
+// is proportional to the repository (object walks, batch reads of a
+// push's objects); the caller's context bounds them in time instead.
+func (m *Manager) streamAll(ctx context.Context, cmd gitcmd.Cmd, fn func(r *bufio.Reader) error) error {
+	return m.stream(ctx, cmd, 0, fn)
+}
+
+// scanLines is streamAll one trimmed line at a time, until fn returns
+// false.
+func (m *Manager) scanLines(ctx context.Context, cmd gitcmd.Cmd, fn func(line string) bool) error {
+	return m.streamAll(ctx, cmd, func(r *bufio.Reader) error {
+		sc := bufio.NewScanner(r)
+		for sc.Scan() {
+			if !fn(strings.TrimSpace(sc.Text())) {
+				return errEnough
+			}
+		}
+		return sc.Err()
+	})
+}
+
+// stream runs cmd with its output handed to fn, at most limit bytes of it
+// when limit > 0. An fn that returns errEnough ends the process and the
+// call succeeds.
+func (m *Manager) stream(ctx context.Context, cmd gitcmd.Cmd, limit int64, fn func(r *bufio.Reader) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	pr, pw := io.Pipe()
@@ -40,7 +70,11 @@ func (m *Manager) scan(ctx context.Context, cmd gitcmd.Cmd, fn func(r *bufio.Rea
 		pw.CloseWithError(err) // nil makes the reader see io.EOF
 		waited <- err
 	}()
-	fnErr := fn(bufio.NewReaderSize(&limitReader{r: pr, n: maxMetadataOutput}, 64<<10))
+	var out io.Reader = pr
+	if limit > 0 {
+		out = &limitReader{r: pr, n: limit}
+	}
+	fnErr := fn(bufio.NewReaderSize(out, 64<<10))
 	if fnErr != nil {
 		cancel()
 	}

@@ -319,32 +319,3 @@ func (m *Manager) readObjects(ctx context.Context, dir string, env, ids []string
 			return nil
 		})
 }
-
-// streamAll is scan without the output cap: cat-file --batch prints whole
-// objects, which a push may legitimately make larger than a page.
-func (m *Manager) streamAll(ctx context.Context, cmd gitcmd.Cmd, fn func(r *bufio.Reader) error) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	pr, pw := io.Pipe()
-	cmd.Stdout = pw
-	p, err := m.git.Start(ctx, cmd)
-	if err != nil {
-		return err
-	}
-	waited := make(chan error, 1)
-	go func() {
-		err := p.Wait()
-		pw.CloseWithError(err)
-		waited <- err
-	}()
-	fnErr := fn(bufio.NewReaderSize(pr, 64<<10))
-	if fnErr != nil {
-		cancel()
-	}
-	pr.CloseWithError(errEnough)
-	waitErr := <-waited
-	if fnErr != nil {
-		return fnErr
-	}
-	return waitErr
-}

@@ -36,12 +36,8 @@ package repo
 // time is refused, not served.
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"errors"
-	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -270,51 +266,6 @@ func (m *Manager) unreachableObject(ctx context.Context, dir string, wants []str
 		}
 	}
 	return "", nil
-}
-
-// scanLines runs cmd and hands each line of its output to fn until fn returns
-// false or the output ends. Unlike scan it puts no bound on the output: an
-// object walk of a large repository prints far more than a page, and the
-// caller's context bounds it in time instead.
-func (m *Manager) scanLines(ctx context.Context, cmd gitcmd.Cmd, fn func(line string) bool) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	pr, pw := io.Pipe()
-	cmd.Stdout = pw
-	p, err := m.git.Start(ctx, cmd)
-	if err != nil {
-		return err
-	}
-	waited := make(chan error, 1)
-	go func() {
-		err := p.Wait()
-		pw.CloseWithError(err)
-		waited <- err
-	}()
-	stopped := false
-	sc := bufio.NewScanner(pr)
-	for sc.Scan() {
-		if !fn(string(bytes.TrimSpace(sc.Bytes()))) {
-			stopped = true
-			break
-		}
-	}
-	scanErr := sc.Err()
-	if stopped {
-		cancel()
-	}
-	pr.CloseWithError(errEnough)
-	waitErr := <-waited
-	if stopped {
-		return nil
-	}
-	if scanErr != nil {
-		return scanErr
-	}
-	if waitErr != nil && ctx.Err() != nil {
-		return fmt.Errorf("%w: %w", context.Cause(ctx), waitErr)
-	}
-	return waitErr
 }
 
 // readTips returns the object ids the visible refs of the repository at dir
