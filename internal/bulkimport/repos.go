@@ -1,7 +1,6 @@
 package bulkimport
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io/fs"
@@ -222,51 +221,20 @@ func copyHistory(src, dst string) error {
 	return os.Rename(tmp, filepath.Join(dst, "packed-refs"))
 }
 
-// readRefs reads a bare repository's branches and tags: packed-refs, then
-// loose refs, which win. Symbolic refs and anything that is not a valid
-// name and object id are left out.
+// readRefs reads a bare repository's branches and tags from its files
+// (repo.ReadRefFiles: packed-refs, then loose refs, which win). Symbolic
+// refs and anything that is not a valid name and object id are left out.
 func readRefs(dir string) (map[string]string, error) {
-	refs := map[string]string{}
-	f, err := os.Open(filepath.Join(dir, "packed-refs"))
-	switch {
-	case err == nil:
-		sc := bufio.NewScanner(f)
-		for sc.Scan() {
-			line := sc.Text()
-			if strings.HasPrefix(line, "#") || strings.HasPrefix(line, "^") {
-				continue
-			}
-			if oid, name, ok := strings.Cut(line, " "); ok {
-				addRef(refs, name, oid)
-			}
-		}
-		f.Close()
-		if err := sc.Err(); err != nil {
-			return nil, err
-		}
-	case !os.IsNotExist(err):
+	all, _, err := repo.ReadRefFiles(dir, func(ref string) bool {
+		return ref == "refs/heads/" || ref == "refs/tags/" ||
+			strings.HasPrefix(ref, "refs/heads/") || strings.HasPrefix(ref, "refs/tags/")
+	})
+	if err != nil {
 		return nil, err
 	}
-	for _, top := range []string{"refs/heads", "refs/tags"} {
-		root := filepath.Join(dir, filepath.FromSlash(top))
-		err := filepath.WalkDir(root, func(path string, e fs.DirEntry, err error) error {
-			if os.IsNotExist(err) {
-				return nil
-			}
-			if err != nil || e.IsDir() {
-				return err
-			}
-			b, err := os.ReadFile(path)
-			if err != nil {
-				return err
-			}
-			rel, _ := filepath.Rel(dir, path)
-			addRef(refs, filepath.ToSlash(rel), strings.TrimSpace(string(b)))
-			return nil
-		})
-		if err != nil {
-			return nil, err
-		}
+	refs := map[string]string{}
+	for name, oid := range all {
+		addRef(refs, name, oid)
 	}
 	return refs, nil
 }

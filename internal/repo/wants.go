@@ -38,9 +38,6 @@ package repo
 import (
 	"context"
 	"errors"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -273,52 +270,13 @@ func (m *Manager) unreachableObject(ctx context.Context, dir string, wants []str
 // without starting git. Anything unreadable is left out: a tip missing here
 // only sends its want down the slower path.
 func readTips(dir string) map[string]bool {
-	tips := map[string]bool{}
-	if data, err := os.ReadFile(filepath.Join(dir, "packed-refs")); err == nil {
-		visibleRef := false
-		for _, line := range strings.Split(string(data), "\n") {
-			switch {
-			case line == "" || line[0] == '#':
-			case line[0] == '^':
-				if visibleRef && validOID(line[1:]) {
-					tips[line[1:]] = true
-				}
-			default:
-				oid, ref, ok := strings.Cut(line, " ")
-				visibleRef = ok && visible(ref) && validOID(oid)
-				if visibleRef {
-					tips[oid] = true
-				}
-			}
-		}
+	refs, peeled, _ := ReadRefFiles(dir, func(ref string) bool { return visible(strings.TrimSuffix(ref, "/")) })
+	tips := make(map[string]bool, len(refs)+len(peeled))
+	for _, oid := range refs {
+		tips[oid] = true
 	}
-	root := filepath.Join(dir, "refs")
-	_ = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return nil
-		}
-		rel, rerr := filepath.Rel(dir, path)
-		if rerr != nil {
-			return nil
-		}
-		ref := filepath.ToSlash(rel)
-		if d.IsDir() {
-			if !visible(ref) {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !d.Type().IsRegular() || strings.HasSuffix(ref, ".lock") || !visible(ref) {
-			return nil
-		}
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return nil
-		}
-		if oid := strings.TrimSpace(string(b)); validOID(oid) {
-			tips[oid] = true
-		}
-		return nil
-	})
+	for _, oid := range peeled {
+		tips[oid] = true
+	}
 	return tips
 }
