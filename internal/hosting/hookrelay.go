@@ -3,7 +3,6 @@ package hosting
 import (
 	"bytes"
 	"context"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -100,7 +99,7 @@ func (h *hookRelay) Write(p []byte) (int, error) {
 	}
 	h.buf = append(h.buf, p...)
 	for len(h.buf) >= 4 {
-		n, ok := pktLen(h.buf[:4])
+		n, ok := pktline.Length(h.buf[:4])
 		if !ok {
 			// Not pkt-line framing: stop parsing and pass everything on.
 			err := h.flushHeld()
@@ -184,14 +183,6 @@ func (h *hookRelay) Close() error {
 	return nil
 }
 
-// pktLen reads a pkt-line length header.
-func pktLen(hdr []byte) (int, bool) {
-	var v [2]byte
-	if _, err := hex.Decode(v[:], hdr); err != nil {
-		return 0, false
-	}
-	return int(v[0])<<8 | int(v[1]), true
-}
 
 // runRelayed is run for a receive-pack whose stderr has no channel to the
 // user (HTTP): the hooks' messages on it reach the client through a

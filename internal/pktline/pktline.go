@@ -115,6 +115,16 @@ func (r *Reader) ReadPacket() (Packet, error) {
 	return Packet{Type: Data, Payload: payload}, nil
 }
 
+// Length reads a pkt-line's four-digit hex length header (len(hdr) == 4),
+// for a caller that watches a stream go by rather than reading it packet
+// by packet (hosting's hook relay).
+func Length(hdr []byte) (int, bool) {
+	if len(hdr) != 4 {
+		return 0, false
+	}
+	return parseHex4(hdr)
+}
+
 func parseHex4(b []byte) (int, bool) {
 	n := 0
 	for _, c := range b {
