@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/sluice-scm/sluice/internal/gitref"
 	"github.com/sluice-scm/sluice/internal/problem"
 	"github.com/sluice-scm/sluice/internal/repo"
 	"github.com/sluice-scm/sluice/internal/store"
@@ -24,7 +25,7 @@ func validPull(r Record) error {
 		}
 	}
 	for _, sha := range []string{r.FromSHA, r.ToSHA, r.BaseSHA} {
-		if sha != "" && !isOID(sha) {
+		if sha != "" && !gitref.ValidObjectID(sha) {
 			return problem.New(problem.Invalid, "%q is not an object id", sha)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/sluice-scm/sluice/internal/gitref"
 	"github.com/sluice-scm/sluice/internal/problem"
 	"github.com/sluice-scm/sluice/internal/repo"
 	"github.com/sluice-scm/sluice/internal/store"
@@ -243,22 +244,10 @@ func addRef(refs map[string]string, name, oid string) {
 	if !strings.HasPrefix(name, "refs/heads/") && !strings.HasPrefix(name, "refs/tags/") {
 		return
 	}
-	if repo.ValidateRefName(name) != nil || !isOID(oid) {
+	if repo.ValidateRefName(name) != nil || !gitref.ValidObjectID(oid) {
 		return
 	}
 	refs[name] = oid
-}
-
-func isOID(s string) bool {
-	if len(s) != 40 && len(s) != 64 {
-		return false
-	}
-	for _, c := range s {
-		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
-		}
-	}
-	return true
 }
 
 func copyFile(src, dst string) error {

@@ -41,7 +41,7 @@ func ParseUpdates(in []byte) ([]RefUpdate, error) {
 			return nil, fmt.Errorf("hook input line %d: want \"old new ref\"", i+1)
 		}
 		u := RefUpdate{Old: fields[0], New: fields[1], Ref: fields[2]}
-		if !validOID(u.Old) || !validOID(u.New) || len(u.Old) != len(u.New) {
+		if !gitref.ValidObjectID(u.Old) || !gitref.ValidObjectID(u.New) || len(u.Old) != len(u.New) {
 			return nil, fmt.Errorf("hook input line %d: bad object id", i+1)
 		}
 		if u.Ref == "" || strings.ContainsFunc(u.Ref, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
@@ -50,19 +50,6 @@ func ParseUpdates(in []byte) ([]RefUpdate, error) {
 		updates = append(updates, u)
 	}
 	return updates, nil
-}
-
-func validOID(s string) bool {
-	if len(s) != 40 && len(s) != 64 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
-		}
-	}
-	return true
 }
 
 // CheckRefName returns a problem.Invalid error when name is not a ref Sluice
